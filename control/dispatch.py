@@ -1,0 +1,190 @@
+"""Carry out one decoded request for a kernel-identified uid; no socket I/O here.
+
+``handle`` is the edge where engine and jail exceptions become protocol error codes.
+It is synchronous (the server runs it in a worker thread) and never raises: every
+failure becomes an error reply, an unexpected one ``internal``.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from control import protocol as p
+from memfs.engine import Engine, Pinned
+from memfs.errors import (
+    Conflict,
+    InvalidInput,
+    MemfsError,
+    NotFound,
+    PermissionDenied,
+    TooLarge,
+)
+from memfs.paths import MemPath, parse_path
+
+log = logging.getLogger("memfs.control")
+
+
+class SearchOutcome(Protocol):
+    output: bytes
+    exit_code: int
+    truncated: bool
+    stderr: str
+
+
+class Tools(Protocol):
+    """What dispatch needs from the jail (jail.Jail satisfies it)."""
+
+    def search(self, stores: Any, args: Any) -> SearchOutcome: ...
+    def sed(self, scripts: Any, data: bytes) -> bytes: ...
+
+
+_CODES: list[tuple[type[BaseException], str]] = [
+    (Conflict, "conflict"),
+    (PermissionDenied, "permission_denied"),
+    (NotFound, "not_found"),
+    (TooLarge, "too_large"),
+    (InvalidInput, "invalid"),
+]
+
+
+def _jail_codes() -> list[tuple[type[BaseException], str]]:
+    try:
+        from jail import errors
+    except ImportError:  # pragma: no cover - the jail ships with memfs
+        return []
+    return [
+        (errors.BadArguments, "invalid"),
+        (errors.JailLimit, "invalid"),
+        (errors.ToolFailed, "invalid"),
+        (errors.JailUnavailable, "internal"),
+    ]
+
+
+class Dispatcher:
+    def __init__(self, engine: Engine, tools: Tools | None = None) -> None:
+        self.engine = engine
+        self.tools = tools
+        self._codes = _CODES + _jail_codes()
+        self._ops: dict[str, Callable[[str, Any], dict[str, Any]]] = {
+            "list": self._list, "read": self._read, "stat": self._stat, "write": self._write,
+            "delete": self._delete, "search": self._search, "whoami": self._whoami,
+        }
+
+    def handle(self, uid: int, request: p.Request) -> bytes:
+        """The encoded reply to ``request`` from ``uid``; never raises."""
+        try:
+            agent = self.engine.agent_for(uid, request.as_agent)
+            return p.encode_ok(request.id, self._ops[request.op](agent, request))
+        except p.ProtocolError as error:
+            return p.encode_error(request.id, error.code, error.message)
+        except Conflict as error:
+            return p.encode_error(request.id, "conflict", str(error), _conflict_details(error))
+        except Exception as error:
+            for kind, code in self._codes:
+                if isinstance(error, kind):
+                    return p.encode_error(request.id, code, str(error))
+            log.exception("internal error on %s", request.op)
+            return p.encode_error(request.id, "internal", f"internal error: {error!r}")
+
+    def _path(self, raw: str) -> MemPath:
+        return parse_path(raw, mount=str(self.engine.config.mount))
+
+    # -- operations ---------------------------------------------------------------
+
+    def _whoami(self, agent: str, _: p.WhoamiRequest) -> dict[str, Any]:
+        spec = self.engine.config.agents[agent]
+        return {"agent": agent, "stores": dict(spec.stores)}
+
+    def _list(self, agent: str, request: p.ListRequest) -> dict[str, Any]:
+        return {"paths": self.engine.list(agent, request.patterns)}
+
+    def _read(self, agent: str, request: p.ReadRequest) -> dict[str, Any]:
+        data, pinned = self.engine.read_bytes(agent, self._path(request.path))
+        result = _version_fields(request.path, pinned)
+        if request.encoding == "base64":
+            if request.offset != 1 or request.limit is not None:
+                raise InvalidInput("offset and limit page through text; not with base64")
+            result["content_b64"] = base64.b64encode(data).decode("ascii")
+            return result
+        lines = data.decode("utf-8", "replace").splitlines(keepends=True)
+        start = request.offset - 1
+        end = len(lines) if request.limit is None else min(len(lines), start + request.limit)
+        result.update(
+            text="".join(lines[start:end]),
+            offset=request.offset,
+            lines=max(0, end - start),
+            total_lines=len(lines),
+            next_offset=end + 1 if end < len(lines) else None,
+        )
+        return result
+
+    def _stat(self, agent: str, request: p.StatRequest) -> dict[str, Any]:
+        info = self.engine.info(agent, self._path(request.path))
+        return {
+            "path": str(info.path), "digest": info.digest, "size": info.size,
+            "seen": info.seen, "changed_since_last_read": info.seen not in (None, info.digest),
+            "last_writer": info.last_writer, "last_written_at": info.last_written_at,
+        }
+
+    def _write(self, agent: str, request: p.WriteRequest) -> dict[str, Any]:
+        path = self._path(request.path)
+        if request.sed is not None:
+            tools = self._require_tools()
+            scripts = request.sed
+            committed = self.engine.edit(
+                agent, path, lambda data: tools.sed(scripts, data), force=request.force
+            )
+        else:
+            committed = self.engine.write(
+                agent, path, request.data(), append=request.append, force=request.force
+            )
+        return {"path": str(committed.path), "digest": committed.digest,
+                "size": committed.size, "created": committed.created}
+
+    def _delete(self, agent: str, request: p.DeleteRequest) -> dict[str, Any]:
+        path = self._path(request.path)
+        self.engine.delete(agent, path, force=request.force)
+        return {"path": str(path), "deleted": True}
+
+    def _search(self, agent: str, request: p.SearchRequest) -> dict[str, Any]:
+        tools = self._require_tools()
+        stores = {name: self.engine.store_dir(name) for name in self.engine.readable_stores(agent)}
+        outcome = tools.search(stores, request.args)
+        return {
+            "output": outcome.output.decode("utf-8", "replace"),
+            "exit_code": outcome.exit_code,
+            "truncated": outcome.truncated,
+            "stderr": outcome.stderr,
+        }
+
+    def _require_tools(self) -> Tools:
+        if self.tools is None:
+            raise MemfsError("search and sed edits are unavailable: the jail is not running")
+        return self.tools
+
+
+def _version_fields(raw: str, pinned: Pinned) -> dict[str, Any]:
+    version = pinned.version
+    return {
+        "path": raw.removeprefix("/memory/"),
+        "digest": version.digest,
+        "size": version.size,
+        "changed_since_last_read": pinned.changed_since_seen,
+        "previous_digest": pinned.previous,
+        "last_writer": version.last_write.agent,
+        "last_written_at": version.last_write.at,
+    }
+
+
+def _conflict_details(error: Conflict) -> dict[str, Any]:
+    last = error.last_write
+    return {
+        "path": error.path,
+        "current_digest": error.current,
+        "seen_digest": error.seen,
+        "last_writer": last.agent if last else None,
+        "last_written_at": last.at if last else None,
+    }

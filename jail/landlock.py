@@ -1,0 +1,184 @@
+"""Landlock through its three system calls (ctypes, x86-64/aarch64 numbers are shared).
+
+Landlock lets an unprivileged process give up file-system (and TCP, signal, abstract
+socket) access for itself and every future child. We build a ruleset that *handles*
+every access right the running kernel knows, so anything not granted by a rule is
+denied, then add rules on already-open file descriptors and enforce it.
+
+Reference: Documentation/userspace-api/landlock.rst in the Linux tree.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import stat
+from collections.abc import Iterable
+
+SYS_CREATE_RULESET = 444
+SYS_ADD_RULE = 445
+SYS_RESTRICT_SELF = 446
+
+CREATE_RULESET_VERSION = 1 << 0
+RULE_PATH_BENEATH = 1
+
+# File-system access rights, with the ABI version that introduced them.
+FS_EXECUTE = 1 << 0
+FS_WRITE_FILE = 1 << 1
+FS_READ_FILE = 1 << 2
+FS_READ_DIR = 1 << 3
+FS_REMOVE_DIR = 1 << 4
+FS_REMOVE_FILE = 1 << 5
+FS_MAKE_CHAR = 1 << 6
+FS_MAKE_DIR = 1 << 7
+FS_MAKE_REG = 1 << 8
+FS_MAKE_SOCK = 1 << 9
+FS_MAKE_FIFO = 1 << 10
+FS_MAKE_BLOCK = 1 << 11
+FS_MAKE_SYM = 1 << 12
+FS_REFER = 1 << 13  # ABI 2
+FS_TRUNCATE = 1 << 14  # ABI 3
+FS_IOCTL_DEV = 1 << 15  # ABI 5
+
+NET_BIND_TCP = 1 << 0  # ABI 4
+NET_CONNECT_TCP = 1 << 1  # ABI 4
+
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+# Rights that make sense on a regular file (the kernel refuses directory rights there).
+_FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1  # the kernel struct is __attribute__((packed)): 12 bytes
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return result
+
+
+def abi_version() -> int:
+    """Return the Landlock ABI of the running kernel, or 0 if Landlock is unavailable
+    (not built in, or not enabled in the ``lsm=`` boot list)."""
+    result = _libc.syscall(
+        SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION)
+    )
+    return max(int(result), 0)
+
+
+def handled_fs(abi: int) -> int:
+    """Every file-system right the given ABI knows: all of them are denied unless granted."""
+    rights = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
+    if abi >= 2:
+        rights |= FS_REFER
+    if abi >= 3:
+        rights |= FS_TRUNCATE
+    if abi >= 5:
+        rights |= FS_IOCTL_DEV
+    return rights
+
+
+def handled_net(abi: int) -> int:
+    """TCP bind and connect, denied outright (no network rule is ever added)."""
+    return NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
+
+
+def scopes(abi: int) -> int:
+    """Abstract unix sockets and signals outside the sandbox are off limits."""
+    return SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+
+
+def create_ruleset(
+    abi: int,
+    read_fds: Iterable[int],
+    read_paths: Iterable[str],
+    exec_paths: Iterable[str],
+) -> int:
+    """Return the fd of a ruleset (close-on-exec) that, once enforced, grants only:
+
+    - ``read_fds`` (open directory fds, O_PATH is fine): read files and list directories
+      beneath them;
+    - ``read_paths``: read (and list, for directories) beneath each path;
+    - ``exec_paths``: read and execute these files.
+    Writes, creates, removes, renames, truncates, device ioctls, TCP and (ABI >= 6)
+    signals or abstract sockets reaching outside the domain are all denied.
+    Paths are opened now, with the caller's current root and credentials.
+    """
+    if abi < 1:
+        raise OSError(0, "Landlock is not available on this kernel")
+    attr = _RulesetAttr(handled_fs(abi), handled_net(abi), scopes(abi))
+    ruleset = _check(
+        _libc.syscall(
+            SYS_CREATE_RULESET,
+            ctypes.byref(attr),
+            ctypes.c_size_t(ctypes.sizeof(attr)),
+            ctypes.c_uint32(0),
+        ),
+        "landlock_create_ruleset",
+    )
+    try:
+        read = FS_READ_FILE | FS_READ_DIR
+        for fd in read_fds:
+            _add_rule(ruleset, fd, read)
+        for path in read_paths:
+            _add_path_rule(ruleset, path, read)
+        for path in exec_paths:
+            _add_path_rule(ruleset, path, FS_READ_FILE | FS_EXECUTE)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
+def enforce(ruleset: int) -> None:
+    """Confine the calling thread (and all it executes) to ``ruleset``, then close it.
+
+    The caller must already have set no_new_privs (or hold CAP_SYS_ADMIN).
+    """
+    try:
+        _check(
+            _libc.syscall(SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)),
+            "landlock_restrict_self",
+        )
+    finally:
+        os.close(ruleset)
+
+
+def _add_path_rule(ruleset: int, path: str, access: int) -> None:
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        _add_rule(ruleset, fd, access)
+    finally:
+        os.close(fd)
+
+
+def _add_rule(ruleset: int, fd: int, access: int) -> None:
+    if not stat.S_ISDIR(os.fstat(fd).st_mode):
+        access &= _FILE_RIGHTS
+    rule = _PathBeneathAttr(access, fd)
+    _check(
+        _libc.syscall(
+            SYS_ADD_RULE,
+            ctypes.c_int(ruleset),
+            ctypes.c_int(RULE_PATH_BENEATH),
+            ctypes.byref(rule),
+            ctypes.c_uint32(0),
+        ),
+        f"landlock_add_rule(fd {fd})",
+    )

@@ -1,0 +1,73 @@
+"""Dropping root for good: groups, uids, gids, every capability, no_new_privs."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_SYS_CAPSET = 126 if os.uname().machine == "x86_64" else 91  # aarch64: 91
+_CAP_VERSION_3 = 0x20080522
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _prctl(option: int, arg: int, what: str) -> None:
+    if _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _last_cap() -> int:
+    with open("/proc/sys/kernel/cap_last_cap", "rb") as f:
+        return int(f.read())
+
+
+def drop(uid: int, gid: int) -> None:
+    """Become ``uid``/``gid`` with no supplementary groups and no capability at all
+    (effective, permitted, inheritable, ambient and bounding sets empty), then set
+    no_new_privs so that no exec can ever give anything back.
+
+    Must run as root; raises OSError if any step fails, and checks the result.
+    """
+    if uid == 0 or gid == 0:
+        raise ValueError("refusing to 'drop' privileges to uid or gid 0")
+    # The bounding set can only be shrunk while we still hold CAP_SETPCAP.
+    for cap in range(_last_cap() + 1):
+        _prctl(_PR_CAPBSET_DROP, cap, f"PR_CAPBSET_DROP({cap})")
+    _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, "PR_CAP_AMBIENT_CLEAR_ALL")
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    # Changing every uid away from 0 clears the permitted and effective sets.
+    os.setresuid(uid, uid, uid)
+    # The inheritable set survives setuid: clear it explicitly.
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if _libc.syscall(_SYS_CAPSET, ctypes.byref(header), ctypes.byref(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"capset: {os.strerror(err)}")
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1, "PR_SET_NO_NEW_PRIVS")
+    # Belt and braces: the drop must be irreversible.
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise OSError(0, "uid/gid did not change")
+    try:
+        os.setuid(0)
+    except PermissionError:
+        return
+    raise OSError(0, "setuid(0) still works after dropping privileges")

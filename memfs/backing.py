@@ -1,0 +1,139 @@
+"""Safe access to the backing directory of a store.
+
+Every path is walked one component at a time relative to an open directory fd with
+``O_NOFOLLOW``, so a symlink, FIFO or device planted in the backing directory can never
+lead outside the store or block the daemon: a symlinked directory is refused, a
+non-regular file is reported as such and never opened for reading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from memfs.errors import InvalidInput
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a planted FIFO must not block; O_NOCTTY: nor grab a terminal.
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+DIR_MODE = 0o755  # o+rx: the jailed, unprivileged rg reads stores through fds
+FILE_MODE = 0o644
+
+
+@contextlib.contextmanager
+def closing_fd(fd: int) -> Iterator[int]:
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def open_dir(parent_fd: int, name: str) -> int:
+    """Open directory ``name`` under ``parent_fd`` without following symlinks.
+
+    Raises FileNotFoundError if it does not exist, InvalidInput if it is not a
+    directory (a symlink, a file, anything else).
+    """
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as error:
+        if error.errno in (errno.ENOTDIR, errno.ELOOP):
+            raise InvalidInput(f"{name!r} is not a directory") from None
+        raise
+
+
+def walk_parent(store_fd: int, parts: tuple[str, ...], *, create: bool) -> int:
+    """Return a new fd of the directory holding ``parts[-1]``.
+
+    With ``create``, missing directories are made (mode 0755) and each new entry is
+    made durable by syncing its parent. Raises FileNotFoundError when a directory is
+    missing and not ``create``; InvalidInput when a component is not a directory.
+    """
+    fd = os.dup(store_fd)
+    try:
+        for name in parts[:-1]:
+            try:
+                child = open_dir(fd, name)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):  # another writer made it first
+                    os.mkdir(name, DIR_MODE, dir_fd=fd)
+                    child = open_dir(fd, name)
+                    os.fchmod(child, DIR_MODE)  # independent of the daemon's umask
+                    os.fsync(child)
+                    os.close(child)
+                    os.fsync(fd)
+                child = open_dir(fd, name)
+            os.close(fd)
+            fd = child
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_regular(parent_fd: int, name: str) -> int | None:
+    """Open the regular file ``name`` for reading; None if it does not exist.
+
+    Raises InvalidInput for a symlink, directory or special file.
+    """
+    try:
+        fd = os.open(name, FILE_FLAGS, dir_fd=parent_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise InvalidInput(f"{name!r} is a symlink; memfs never follows symlinks") from None
+        if error.errno in (errno.ENXIO, errno.EISDIR):
+            raise InvalidInput(f"{name!r} is not a regular file") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InvalidInput(f"{name!r} is not a regular file")
+    return fd
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A regular file found while walking a store; ``rel`` is relative to the store."""
+
+    rel: str
+    size: int
+    mtime_ns: int
+
+
+def walk_files(store_fd: int, prefix: tuple[str, ...] = ()) -> Iterator[Entry]:
+    """Yield every regular file below the store, never following symlinks.
+
+    Symlinks, FIFOs, devices and sockets are skipped; unreadable directories too.
+    """
+    try:
+        fd = walk_parent(store_fd, (*prefix, "x"), create=False) if prefix else os.dup(store_fd)
+    except (FileNotFoundError, InvalidInput):
+        return
+    stack = [(fd, "/".join(prefix))]
+    while stack:
+        dir_fd, base = stack.pop()
+        try:
+            with os.scandir(dir_fd) as entries:
+                children = sorted(entries, key=lambda entry: entry.name)
+            subdirs = []
+            for entry in children:
+                rel = f"{base}/{entry.name}" if base else entry.name
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode):
+                    yield Entry(rel, st.st_size, st.st_mtime_ns)
+                elif stat.S_ISDIR(st.st_mode):
+                    subdirs.append((entry.name, rel))
+            for name, rel in reversed(subdirs):
+                try:
+                    stack.append((open_dir(dir_fd, name), rel))
+                except (OSError, InvalidInput):
+                    continue
+        finally:
+            os.close(dir_fd)

@@ -1,0 +1,255 @@
+"""The ``memfs`` command line.
+
+Client commands import only the small socket client, never the server stack, so
+``memfs cat`` starts about as fast as Python itself. Exit codes: 0 ok, 1 other error,
+2 bad usage or invalid input, 3 conflict, 4 permission denied, 5 not found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from control.client import Client, MemfsClientError, default_socket
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_DENIED, EXIT_NOT_FOUND = range(6)
+EXIT_BY_CODE = {
+    "conflict": EXIT_CONFLICT,
+    "permission_denied": EXIT_DENIED,
+    "not_found": EXIT_NOT_FOUND,
+    "invalid": EXIT_USAGE,
+    "too_large": EXIT_USAGE,
+}
+
+
+class Usage(Exception):
+    """Bad command-line usage detected after argparse (exit 2)."""
+
+
+def _out(args: argparse.Namespace, result: Any, text: str | None) -> None:
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    elif text:
+        print(text)
+
+
+def _note_change(path: str, result: dict[str, Any]) -> None:
+    if result.get("changed_since_last_read"):
+        who = result.get("last_writer")
+        by = f" (last written by {who})" if who else ""
+        print(f"memfs: note: {path} changed since you last read it{by}", file=sys.stderr)
+
+
+# -- client commands ------------------------------------------------------------------
+
+
+def cmd_ls(client: Client, args: argparse.Namespace) -> int:
+    paths = client.list(*args.globs)
+    _out(args, {"paths": paths}, "\n".join(paths))
+    return EXIT_OK
+
+
+def cmd_cat(client: Client, args: argparse.Namespace) -> int:
+    if args.offset is None and args.limit is None and not args.json:
+        data, meta = client.read_bytes(args.path)
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        meta = client.read(args.path, offset=args.offset or 1, limit=args.limit)
+        if args.json:
+            _out(args, meta, None)
+        else:
+            sys.stdout.write(meta["text"])
+            if meta.get("next_offset"):
+                print(f"memfs: more lines: continue with --offset {meta['next_offset']}"
+                      f" ({meta['total_lines']} lines in all)", file=sys.stderr)
+    _note_change(args.path, meta)
+    return EXIT_OK
+
+
+def cmd_stat(client: Client, args: argparse.Namespace) -> int:
+    info = client.stat(args.path)
+    lines = [f"{key}: {value}" for key, value in info.items()]
+    _out(args, info, "\n".join(lines))
+    return EXIT_OK
+
+
+def _committed(args: argparse.Namespace, result: dict[str, Any], verb: str) -> int:
+    _out(args, result, f"{verb} {result['path']} ({result['size']} bytes, {result['digest'][:16]})")
+    return EXIT_OK
+
+
+def cmd_write(client: Client, args: argparse.Namespace) -> int:
+    data = sys.stdin.buffer.read()
+    result = client.write(args.path, data, append=args.append, force=args.force)
+    return _committed(args, result, "appended to" if args.append else "wrote")
+
+
+def cmd_edit(client: Client, args: argparse.Namespace) -> int:
+    return _committed(args, client.edit(args.path, args.scripts, force=args.force), "edited")
+
+
+def cmd_rm(client: Client, args: argparse.Namespace) -> int:
+    result = client.delete(args.path, force=args.force)
+    _out(args, result, f"removed {result['path']}")
+    return EXIT_OK
+
+
+def cmd_download(client: Client, args: argparse.Namespace) -> int:
+    data, meta = client.read_bytes(args.path)
+    dest = args.dest
+    if os.path.isdir(dest):
+        dest = os.path.join(dest, args.path.rstrip("/").rsplit("/", 1)[-1])
+    tmp = f"{dest}.memfs-partial"
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, dest)
+    meta["dest"] = dest
+    _out(args, meta, f"downloaded {args.path} to {dest} ({meta['size']} bytes)")
+    _note_change(args.path, meta)
+    return EXIT_OK
+
+
+def cmd_upload(client: Client, args: argparse.Namespace) -> int:
+    try:
+        with open(args.src, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise Usage(f"cannot read {args.src}: {error.strerror}") from None
+    return _committed(args, client.write(args.path, data, force=args.force), "uploaded")
+
+
+def cmd_grep(client: Client, args: argparse.Namespace) -> int:
+    result = client.search(args.rg_args)
+    if args.json:
+        _out(args, result, None)
+    else:
+        sys.stdout.write(result["output"])
+        if result.get("stderr"):
+            sys.stderr.write(result["stderr"])
+    return int(result["exit_code"]) if result["exit_code"] in (0, 1) else EXIT_ERROR
+
+
+# -- local commands ---------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from memfs.daemon import main_serve  # the server stack, only when serving
+
+    return main_serve(config_path=args.config, demo=args.demo, mount=not args.no_mount,
+                      socket_path=args.socket)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from control.mcp_server import main_mcp
+
+    return main_mcp(socket_path=args.socket or default_socket(), as_agent=args.as_agent)
+
+
+# -- parsing ----------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--socket", default=argparse.SUPPRESS,
+                        help="control socket (env MEMFS_SOCKET; default /run/memfs/control.sock)")
+    common.add_argument("--as", dest="as_agent", default=argparse.SUPPRESS, metavar="AGENT",
+                        help="act for AGENT (delegate uids only)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print results as JSON")
+    parser = argparse.ArgumentParser(
+        prog="memfs", parents=[common],
+        description="Shared memory for agents: plain files, version-checked writes.",
+        epilog="exit codes: 0 ok, 1 error, 2 usage/invalid, 3 conflict, "
+               "4 permission denied, 5 not found",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Callable[..., int], help_text: str) -> argparse.ArgumentParser:
+        command = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        command.set_defaults(func=func)
+        return command
+
+    serve = add("serve", cmd_serve, "run the daemon in the foreground (mount + control socket)")
+    serve.add_argument("--config", help="TOML config file")
+    serve.add_argument("--demo", action="store_true",
+                       help="run on the embedded default: a private root with demo stores")
+    serve.add_argument("--no-mount", action="store_true",
+                       help="serve the control socket only, without the FUSE mount")
+    add("mcp", cmd_mcp, "run the MCP tool layer over stdio")
+    ls = add("ls", cmd_ls, "list files: STORE/PATH per line (globs with **)")
+    ls.add_argument("globs", nargs="*", metavar="GLOB")
+    cat = add("cat", cmd_cat, "print a file and record its version as seen")
+    cat.add_argument("path", metavar="PATH")
+    cat.add_argument("--offset", type=int, metavar="LINE", help="first line (1-based)")
+    cat.add_argument("--limit", type=int, metavar="LINES", help="number of lines")
+    st = add("stat", cmd_stat, "show a file's digest, size, last writer and your seen digest")
+    st.add_argument("path", metavar="PATH")
+    write = add("write", cmd_write, "write stdin to PATH (replace, or --append)")
+    write.add_argument("path", metavar="PATH")
+    write.add_argument("--append", action="store_true", help="append instead of replacing")
+    write.add_argument("--force", action="store_true", help="skip the version check")
+    edit = add("edit", cmd_edit, "edit PATH with a GNU sed script (jailed, version-checked)")
+    edit.add_argument("path", metavar="PATH")
+    edit.add_argument("-e", dest="scripts", action="append", required=True, metavar="SCRIPT")
+    edit.add_argument("--force", action="store_true", help="skip the version check")
+    rm = add("rm", cmd_rm, "delete PATH (version-checked)")
+    rm.add_argument("path", metavar="PATH")
+    rm.add_argument("--force", action="store_true", help="skip the version check")
+    download = add("download", cmd_download, "copy PATH to a local file (records the version)")
+    download.add_argument("path", metavar="PATH")
+    download.add_argument("dest", metavar="DEST")
+    upload = add("upload", cmd_upload, "copy a local file to PATH (version-checked)")
+    upload.add_argument("src", metavar="SRC")
+    upload.add_argument("path", metavar="PATH")
+    upload.add_argument("--force", action="store_true", help="skip the version check")
+    add("grep", cmd_grep, "search with ripgrep: memfs grep [RG-FLAGS] PATTERN [PATH...]")
+    return parser
+
+
+def _split_grep(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """Everything after ``grep`` belongs to ripgrep, untouched by argparse, so rg flags
+    such as ``-i`` or ``-C 2`` pass through. Returns (memfs argv, rg args or None)."""
+    at = 0
+    while at < len(argv) and argv[at].startswith("-"):  # skip global options
+        at += 2 if argv[at] in ("--socket", "--as") else 1
+    if at < len(argv) and argv[at] == "grep":
+        return argv[: at + 1], argv[at + 1 :]
+    return argv, None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    raw = list(sys.argv[1:] if argv is None else argv)
+    ours, rg_args = _split_grep(raw)
+    args = _parser().parse_args(ours)
+    for name, default in (("socket", None), ("as_agent", None), ("json", False)):
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    if args.command == "grep":
+        args.rg_args = rg_args or []
+        if not args.rg_args:
+            print("memfs grep: a PATTERN is required", file=sys.stderr)
+            return EXIT_USAGE
+    if args.command in ("serve", "mcp"):
+        code: int = args.func(args)
+        return code
+    try:
+        with Client(args.socket, as_agent=args.as_agent) as client:
+            code = args.func(client, args)
+            return code
+    except MemfsClientError as error:
+        print(f"memfs: {error.code.replace('_', ' ')}: {error.message}", file=sys.stderr)
+        return EXIT_BY_CODE.get(error.code, EXIT_ERROR)
+    except Usage as error:
+        print(f"memfs: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

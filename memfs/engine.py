@@ -1,0 +1,470 @@
+"""The store engine: versioned files, per-agent seen digests, atomic durable commits.
+
+Layout under ROOT::
+
+    stores/STORE/...            the content, exactly the files agents see
+    state/seen/AGENT/STORE/...  digest each agent last read or wrote (seen.py)
+    state/staging/DAEMON/       new bytes before they are renamed into place
+    state/locks/STORE.lock      flock'd by the daemon committing to STORE
+
+The engine is synchronous and thread-safe: the daemon calls it from trio worker
+threads. Several engines (daemons) may share one ROOT: the store lock is an flock on
+a shared file and every decision reads the shared on-disk state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from memfs import backing
+from memfs.config import Config
+from memfs.errors import Conflict, InvalidInput, NotFound, PermissionDenied, TooLarge
+from memfs.globs import compile_glob, literal_store
+from memfs.paths import MemPath
+from memfs.seen import SeenRecords
+from memfs.versions import Version, digest_bytes, stamp, version_of
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """An open, pinned version of a file: reads through ``fd`` return exactly the
+    bytes whose digest is ``version.digest``, whatever is committed later.
+    ``previous`` is what the agent had seen before this read (None: never)."""
+
+    fd: int
+    version: Version
+    previous: str | None
+
+    @property
+    def changed_since_seen(self) -> bool:
+        return self.previous is not None and self.previous != self.version.digest
+
+
+@dataclass(frozen=True)
+class Committed:
+    path: MemPath
+    digest: str
+    size: int
+    created: bool
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    path: MemPath
+    digest: str
+    size: int
+    seen: str | None
+    last_writer: str | None
+    last_written_at: float | None
+
+
+class _StoreLock:
+    """Exclusive per-store lock: a thread lock for this process plus an flock on a
+    shared file for other daemons on the root. Held only inside engine calls, so a
+    client that vanishes can never strand it."""
+
+    def __init__(self, path: Path) -> None:
+        self._thread_lock = threading.Lock()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        with self._thread_lock:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class Engine:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.root = config.root
+        state = self.root / "state"
+        for directory in (self.root, state, state / "staging", state / "locks"):
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # ROOT is private (0700); store content is o+r so jailed tools can read it via fds.
+        os.chmod(self.root, 0o700)
+        stores_dir = self.root / "stores"
+        stores_dir.mkdir(mode=backing.DIR_MODE, exist_ok=True)
+        self.seen = SeenRecords(state / "seen")
+        self._store_fds: dict[str, int] = {}
+        self._locks: dict[str, _StoreLock] = {}
+        for store in config.stores:
+            (stores_dir / store).mkdir(mode=backing.DIR_MODE, exist_ok=True)
+            self._store_fds[store] = os.open(stores_dir / store, backing.DIR_FLAGS)
+            self._locks[store] = _StoreLock(state / "locks" / f"{store}.lock")
+        self._staging = _Staging(state / "staging")
+        self.commit_listeners: list[Callable[[MemPath], None]] = []
+
+    def close(self) -> None:
+        for fd in self._store_fds.values():
+            os.close(fd)
+        for lock in self._locks.values():
+            lock.close()
+        self._staging.close()
+        self._store_fds.clear()
+
+    # -- identity and access ----------------------------------------------------
+
+    def agent_for(self, uid: int, as_agent: str | None = None) -> str:
+        """Map a kernel-verified uid to an agent; a delegate uid may name another agent.
+
+        Raises PermissionDenied for an unknown uid, a non-delegate using ``as_agent``,
+        or an unknown agent name.
+        """
+        if as_agent is not None:
+            if uid not in self.config.delegates:
+                raise PermissionDenied(f"uid {uid} is not a delegate and cannot act as an agent")
+            if as_agent not in self.config.agents:
+                raise PermissionDenied(f"no agent named {as_agent!r}")
+            return as_agent
+        agent = self.config.agent_for_uid(uid)
+        if agent is None:
+            raise PermissionDenied(f"uid {uid} is not mapped to any agent")
+        return agent
+
+    def readable_stores(self, agent: str) -> list[str]:
+        spec = self.config.agents[agent]
+        return sorted(spec.stores)
+
+    def store_dir(self, store: str) -> Path:
+        return self.root / "stores" / store
+
+    def store_fd(self, store: str) -> int:
+        return self._store_fds[store]
+
+    def check_access(self, agent: str, store: str, *, write: bool = False) -> None:
+        """Raise PermissionDenied unless ``agent`` may read (or write) ``store``."""
+        access = self.config.access(agent, store)
+        if access is None:
+            raise PermissionDenied(f"agent {agent!r} is not attached to store {store!r}")
+        if write and access != "read_write":
+            raise PermissionDenied(f"agent {agent!r} has read-only access to store {store!r}")
+
+    # -- reads --------------------------------------------------------------------
+
+    def _open_current(self, path: MemPath) -> int | None:
+        """fd of the file's current version, or None if it does not exist."""
+        try:
+            parent = backing.walk_parent(self._store_fds[path.store], path.parts, create=False)
+        except FileNotFoundError:
+            return None
+        with backing.closing_fd(parent):
+            return backing.open_regular(parent, path.parts[-1])
+
+    def open_version(self, agent: str, path: MemPath, *, record: bool = True) -> Pinned:
+        """Pin the current version of a file and (with ``record``) record its digest
+        as seen by ``agent``. The caller owns ``Pinned.fd`` and must close it.
+
+        Raises PermissionDenied, NotFound, InvalidInput (symlink, directory, special).
+        """
+        self.check_access(agent, path.store)
+        fd = self._open_current(path)
+        if fd is None:
+            raise NotFound(f"{path} does not exist")
+        try:
+            version = version_of(fd)
+            previous = self.seen.get(agent, path)
+            if record and previous != version.digest:
+                self.seen.put(agent, path, version.digest)
+        except BaseException:
+            os.close(fd)
+            raise
+        return Pinned(fd, version, previous)
+
+    def read_bytes(self, agent: str, path: MemPath) -> tuple[bytes, Pinned]:
+        """The whole content of the current version, recorded as seen."""
+        pinned = self.open_version(agent, path)
+        with backing.closing_fd(pinned.fd):
+            return _read_all(pinned.fd, pinned.version.size), pinned
+
+    def info(self, agent: str, path: MemPath) -> FileInfo:
+        """Digest, size and last writer of the current version; records nothing."""
+        pinned = self.open_version(agent, path, record=False)
+        os.close(pinned.fd)
+        version = pinned.version
+        return FileInfo(path, version.digest, version.size, pinned.previous,
+                        version.last_write.agent, version.last_write.at)
+
+    def current_digest(self, path: MemPath) -> str | None:
+        """Digest of what a read would return now (no access check, no record)."""
+        fd = self._open_current(path)
+        if fd is None:
+            return None
+        with backing.closing_fd(fd):
+            return version_of(fd).digest
+
+    def list(self, agent: str, patterns: list[str]) -> list[str]:
+        """``STORE/PATH`` of every regular file the agent may read that matches one of
+        the globs (all files when there is none), sorted."""
+        stores = self.readable_stores(agent)
+        wanted = [p.removeprefix("/memory/").lstrip("/") for p in patterns] or ["**"]
+        found: set[str] = set()
+        for pattern in wanted:
+            regex = compile_glob(pattern)
+            limit = literal_store(pattern)
+            if limit is not None and limit not in stores:
+                if limit in self.config.stores:
+                    raise PermissionDenied(f"agent {agent!r} is not attached to store {limit!r}")
+                raise NotFound(f"no store named {limit!r}")
+            for store in [limit] if limit else stores:
+                for entry in backing.walk_files(self._store_fds[store]):
+                    name = f"{store}/{entry.rel}"
+                    if regex.match(name):
+                        found.add(name)
+        return sorted(found)
+
+    # -- writes -------------------------------------------------------------------
+
+    def write(self, agent: str, path: MemPath, data: bytes, *, append: bool = False,
+              force: bool = False) -> Committed:
+        """Replace (or create) the file with ``data``, or append ``data`` to it.
+
+        Replace is accepted only if the agent's seen digest equals the current one, or
+        the file does not exist and the agent never saw a version of it, or ``force``;
+        otherwise Conflict. Append needs no prior read and never loses data.
+        Raises PermissionDenied, InvalidInput, TooLarge, Conflict.
+        """
+        self.check_access(agent, path.store, write=True)
+        self._check_size(len(data))
+        if append:
+            return self._append(agent, path, data)
+        with self._staging.stage(data, agent) as staged:
+            return self._commit(agent, path, staged, base=None, force=force)
+
+    def edit(self, agent: str, path: MemPath, transform: Callable[[bytes], bytes], *,
+             force: bool = False) -> Committed:
+        """Apply ``transform`` (e.g. a jailed sed) to the current bytes and commit the
+        result through the same version check as ``write``. The check is made before
+        the transform runs and again at commit; a transform error changes nothing."""
+        self.check_access(agent, path.store, write=True)
+        data, pinned = self._read_unrecorded(path)
+        seen = self.seen.get(agent, path)
+        if not force and seen != pinned.version.digest:
+            raise Conflict(str(path), pinned.version.digest, seen, pinned.version.last_write)
+        new = transform(data)
+        self._check_size(len(new))
+        with self._staging.stage(new, agent) as staged:
+            return self._commit(agent, path, staged, base=pinned.version.digest, force=force)
+
+    def delete(self, agent: str, path: MemPath, *, force: bool = False) -> None:
+        """Remove the file; version-checked like a replace. Raises NotFound, Conflict."""
+        self.check_access(agent, path.store, write=True)
+        parent = self._parent(path, create=False)
+        with backing.closing_fd(parent):
+            with self._locks[path.store].held():
+                current = _version_at(parent, path.parts[-1])
+                if current is None:
+                    raise NotFound(f"{path} does not exist")
+                if not force:
+                    self._check_seen(agent, path, current)
+                os.unlink(path.parts[-1], dir_fd=parent)
+                self.seen.forget(agent, path)
+            os.fsync(parent)
+        self._notify(path)
+
+    # -- commit machinery ------------------------------------------------------------
+
+    def _check_size(self, size: int) -> None:
+        if size > self.config.max_file_size:
+            raise TooLarge(f"content is {size} bytes; the limit is {self.config.max_file_size}")
+
+    def _parent(self, path: MemPath, *, create: bool) -> int:
+        try:
+            return backing.walk_parent(self._store_fds[path.store], path.parts, create=create)
+        except FileNotFoundError:
+            raise NotFound(f"{path} does not exist") from None
+
+    def _read_unrecorded(self, path: MemPath) -> tuple[bytes, Pinned]:
+        fd = self._open_current(path)
+        if fd is None:
+            raise NotFound(f"{path} does not exist")
+        with backing.closing_fd(fd):
+            version = version_of(fd)
+            return _read_all(fd, version.size), Pinned(-1, version, None)
+
+    def _check_seen(self, agent: str, path: MemPath, current: Version | None) -> None:
+        """Raise Conflict unless the agent's record allows replacing ``current``."""
+        seen = self.seen.get(agent, path)
+        if current is None:
+            if seen is not None:  # it saw a version that someone deleted since
+                raise Conflict(str(path), None, seen, None)
+        elif seen != current.digest:
+            raise Conflict(str(path), current.digest, seen, current.last_write)
+
+    def _commit(self, agent: str, path: MemPath, staged: _Staged, *, base: str | None,
+                force: bool) -> Committed:
+        parent = self._parent(path, create=True)
+        name = path.parts[-1]
+        with backing.closing_fd(parent):
+            with self._locks[path.store].held():
+                current = _version_at(parent, name)
+                if not force:
+                    if base is not None and (current is None or current.digest != base):
+                        seen = self.seen.get(agent, path)
+                        raise Conflict(str(path), current and current.digest, seen,
+                                       current and current.last_write)
+                    self._check_seen(agent, path, current)
+                staged.move_to(parent, name)
+                self.seen.put(agent, path, staged.digest)
+            # Outside the lock: other commits proceed while this one becomes durable;
+            # the caller is answered only after the directory entry is on disk.
+            os.fsync(parent)
+        self._notify(path)
+        return Committed(path, staged.digest, staged.size, created=current is None)
+
+    def _append(self, agent: str, path: MemPath, data: bytes) -> Committed:
+        parent = self._parent(path, create=True)
+        name = path.parts[-1]
+        with backing.closing_fd(parent):
+            # Under the lock from read to rename, so no concurrent append is lost.
+            with self._locks[path.store].held():
+                old_fd = backing.open_regular(parent, name)
+                with contextlib.ExitStack() as stack:
+                    old = None
+                    if old_fd is not None:
+                        stack.callback(os.close, old_fd)
+                        old = version_of(old_fd)
+                        self._check_size(old.size + len(data))
+                    content = (_read_all(old_fd, old.size) if old_fd is not None and old
+                               else b"") + data
+                    with self._staging.stage(content, agent) as staged:
+                        staged.move_to(parent, name)
+                        # The appender knows the whole new file only if it had the old one.
+                        seen = self.seen.get(agent, path)
+                        if old is None or seen == old.digest:
+                            self.seen.put(agent, path, staged.digest)
+            os.fsync(parent)
+        self._notify(path)
+        return Committed(path, staged.digest, staged.size, created=old is None)
+
+    def _notify(self, path: MemPath) -> None:
+        for listener in self.commit_listeners:
+            with contextlib.suppress(Exception):  # a cache hint must never fail a commit
+                listener(path)
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, max(size - offset, 65536), offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def _version_at(parent: int, name: str) -> Version | None:
+    fd = backing.open_regular(parent, name)
+    if fd is None:
+        return None
+    with backing.closing_fd(fd):
+        return version_of(fd)
+
+
+class _Staged:
+    """New bytes, durable in the staging directory, ready to be renamed into place."""
+
+    def __init__(self, staging_fd: int, name: str, digest: str, size: int) -> None:
+        self._staging_fd = staging_fd
+        self.name = name
+        self.digest = digest
+        self.size = size
+        self.moved = False
+
+    def move_to(self, parent: int, name: str) -> None:
+        try:
+            os.rename(self.name, name, src_dir_fd=self._staging_fd, dst_dir_fd=parent)
+        except IsADirectoryError:
+            raise InvalidInput(f"{name!r} is a directory") from None
+        except OSError as error:
+            if error.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise InvalidInput(f"{name!r} is a directory") from None
+            raise
+        self.moved = True
+
+
+class _Staging:
+    """This daemon's staging directory on the root's filesystem (so rename is atomic).
+
+    Each daemon stages in its own subdirectory ``ID`` and holds an flock on ``ID.lock``
+    (taken before the directory exists). At start-up, every subdirectory whose lock is
+    free belongs to a dead daemon and is removed, so no staging leftovers survive.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / f"{os.getpid()}-{secrets.token_hex(4)}"
+        lock = self.path.with_name(self.path.name + ".lock")
+        self._lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        for old in directory.iterdir():
+            if not old.name.endswith(".lock") and old != self.path:
+                _remove_if_abandoned(old)
+        self.path.mkdir(mode=0o700)
+        self._fd = os.open(self.path, backing.DIR_FLAGS)
+
+    @contextlib.contextmanager
+    def stage(self, data: bytes, agent: str) -> Iterator[_Staged]:
+        """Write ``data`` to a new staged file with its version record, fsynced.
+        The staged file is removed on exit unless it was moved into place."""
+        name = secrets.token_hex(8)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                     backing.FILE_MODE, dir_fd=self._fd)
+        staged = _Staged(self._fd, name, digest_bytes(data), len(data))
+        try:
+            try:
+                os.fchmod(fd, backing.FILE_MODE)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                stamp(fd, staged.digest, agent, time.time())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            yield staged
+        finally:
+            if not staged.moved:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.path.with_name(self.path.name + ".lock").unlink(missing_ok=True)
+        os.close(self._lock_fd)
+
+
+def _remove_if_abandoned(directory: Path) -> None:
+    lock = directory.with_name(directory.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = -1  # no lock at all: never a live daemon's (it locks before mkdir)
+    if fd >= 0:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return  # a live daemon owns it
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+    shutil.rmtree(directory, ignore_errors=True)

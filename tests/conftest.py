@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import Daemon, public_tmpdir, standard_config
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A scratch directory every test uid can traverse."""
+    path = public_tmpdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def config(base: Path) -> dict[str, Any]:
+    return standard_config(base)
+
+
+@pytest.fixture
+def daemon(config: dict[str, Any]) -> Iterator[Daemon]:
+    """A running daemon serving the control socket (no mount)."""
+    with Daemon(config) as running:
+        yield running

@@ -1,0 +1,181 @@
+"""Test support: real daemons in subprocesses, clients and commands as real uids.
+
+Tests run as root. Agents are plain numeric uids (no passwd entry needed); a client
+for uid U is a socket connected while the test process's effective uid is U, which
+is exactly what the daemon reads with SO_PEERCRED.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from control.client import Client
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+MEMFS = [PYTHON, "-m", "memfs.cli"]
+
+# Numeric uids used by the tests; none needs to exist in /etc/passwd.
+UID_A, UID_B, UID_C, UID_UNKNOWN = 2001, 2002, 2003, 2999
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str | Path):
+        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f'"{k}" = {toml_value(v)}' for k, v in value.items()) + " }"
+    raise TypeError(value)
+
+
+def dump_toml(config: Mapping[str, Any]) -> str:
+    """Enough TOML for memfs configs: top-level scalars, then [table.name] sections."""
+    lines = [f"{k} = {toml_value(v)}" for k, v in config.items() if not isinstance(v, Mapping)]
+    for key, table in config.items():
+        if isinstance(table, Mapping):
+            for name, body in table.items():
+                if isinstance(body, Mapping):
+                    lines.append(f'\n[{key}."{name}"]')
+                    lines += [f"{k} = {toml_value(v)}" for k, v in body.items()]
+                else:
+                    lines.append(f"\n[{key}]\n{name} = {toml_value(body)}")
+    return "\n".join(lines) + "\n"
+
+
+def public_tmpdir(prefix: str = "memfs-test-") -> Path:
+    """A directory every test uid can traverse (pytest's tmp_path is 0700)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path.chmod(0o755)
+    return path
+
+
+def standard_config(base: Path, **overrides: Any) -> dict[str, Any]:
+    """Two stores, three agents: A read_write both, B read_write notes + read ops,
+    C read notes only. Root 0 is a delegate."""
+    config: dict[str, Any] = {
+        "root": str(base / "root"),
+        "mount": str(base / "memory"),
+        "socket": str(base / "control.sock"),
+        "delegates": [0],
+        "stores": {"notes": {}, "ops": {}, "secret": {}},
+        "agents": {
+            "alice": {"uid": UID_A, "stores": {"notes": "read_write", "ops": "read_write"}},
+            "bob": {"uid": UID_B, "stores": {"notes": "read_write", "ops": "read"}},
+            "carol": {"uid": UID_C, "stores": {"notes": "read"}},
+        },
+    }
+    config.update(overrides)
+    return config
+
+
+class Daemon:
+    """A real ``memfs serve`` in a subprocess."""
+
+    def __init__(self, config: Mapping[str, Any], *, mount: bool = False,
+                 config_path: Path | None = None) -> None:
+        self.config = dict(config)
+        self.socket = Path(self.config["socket"])
+        self.mountpoint = Path(self.config.get("mount", "/memory"))
+        self.mount = mount
+        self.config_path = config_path or self.socket.with_suffix(".toml")
+        self.config_path.write_text(dump_toml(self.config))
+        self.log_path = self.socket.with_suffix(".log")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> Daemon:
+        argv = [*MEMFS, "serve", "--config", str(self.config_path)]
+        if not self.mount:
+            argv.append("--no-mount")
+        log = open(self.log_path, "ab")  # noqa: SIM115 - kept for the process's life
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=REPO)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
+            if self._ready():
+                return self
+            time.sleep(0.02)
+        raise RuntimeError(f"daemon not ready after {timeout}s:\n{self.log()}")
+
+    def _ready(self) -> bool:
+        if self.mount and not os.path.ismount(self.mountpoint):
+            return False
+        try:
+            with Client(str(self.socket)) as client:
+                client.call("whoami")
+        except Exception as error:  # noqa: BLE001
+            return "not mapped" in str(error)  # root is a delegate, not an agent: still up
+        return True
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def __enter__(self) -> Daemon:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.alive():
+            self.stop()
+
+
+def connect_as(uid: int, socket_path: str | Path, as_agent: str | None = None) -> Client:
+    """A client whose connection the kernel attributes to ``uid``."""
+    os.seteuid(uid)
+    try:
+        return Client(str(socket_path), as_agent=as_agent)
+    finally:
+        os.seteuid(0)
+
+
+def run_as(uid: int, argv: Sequence[str], *, input: bytes | None = None,
+           timeout: float = 60, env: Mapping[str, str] | None = None,
+           cwd: str | Path = "/") -> subprocess.CompletedProcess[bytes]:
+    """Run a real program as ``uid`` (gid = uid, no supplementary groups)."""
+    full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8",
+                "HOME": "/", "PYTHONPATH": str(REPO)}
+    full_env.update(env or {})
+    return subprocess.run(list(argv), input=input, capture_output=True, timeout=timeout,
+                          user=uid, group=uid, extra_groups=[], env=full_env, cwd=cwd)
+
+
+def memfs_as(uid: int, socket_path: str | Path, *args: str, input: bytes | None = None,
+             ) -> subprocess.CompletedProcess[bytes]:
+    """The real ``memfs`` CLI run as ``uid``."""
+    return run_as(uid, [*MEMFS, "--socket", str(socket_path), *args], input=input)
+
+
+@contextlib.contextmanager
+def as_euid(uid: int) -> Iterator[None]:
+    os.seteuid(uid)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
