@@ -7,15 +7,20 @@ test checks that they validate). Thread-safe: one request at a time per connecti
 
 from __future__ import annotations
 
-import base64
+import _socket  # not `socket`: its enum-heavy import costs the CLI startup time
+import _thread
+import binascii
 import itertools
-import json
 import os
-import socket
-import threading
-from typing import Any
+
+from control import jsonlite
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs startup time
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_SOCKET = "/run/memfs/control.sock"
+StrList = list[str]  # `list` is also a method name inside Client
 
 
 def default_socket() -> str:
@@ -71,13 +76,21 @@ _BY_CODE: dict[str, type[MemfsClientError]] = {
 }
 
 
+def encode_request(op: str, request_id: int, as_agent: str | None, **fields: Any) -> bytes:
+    """One request line, the JSON form of control.protocol's models."""
+    request = {"op": op, "id": request_id, **fields}
+    if as_agent is not None:
+        request["as_agent"] = as_agent
+    return jsonlite.dumps(request).encode() + b"\n"
+
+
 class Client:
     def __init__(self, socket_path: str | None = None, as_agent: str | None = None) -> None:
         self.socket_path = socket_path or default_socket()
         self.as_agent = as_agent
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._lock = _thread.allocate_lock()
+        self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             self._sock.connect(self.socket_path)
         except OSError as error:
@@ -86,11 +99,21 @@ class Client:
                 f"cannot reach the memfs daemon at {self.socket_path}: {error.strerror}"
                 " (is `memfs serve` running? set --socket or MEMFS_SOCKET)"
             ) from None
-        self._reader = self._sock.makefile("rb")
+        self._pending = b""  # bytes received after the last reply line
 
     def close(self) -> None:
-        self._reader.close()
         self._sock.close()
+
+    def _readline(self) -> bytes:
+        """The next reply line without its newline; b"" if the daemon hung up."""
+        chunks = [self._pending]
+        while b"\n" not in chunks[-1]:
+            chunk = self._sock.recv(1 << 20)
+            if not chunk:
+                return b""
+            chunks.append(chunk)
+        line, _, self._pending = b"".join(chunks).partition(b"\n")
+        return line
 
     def __enter__(self) -> Client:
         return self
@@ -101,33 +124,30 @@ class Client:
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
         """Send one request and return its result; raises the MemfsClientError
         subclass matching the reply's error code."""
-        request = {"op": op, "id": next(self._ids), **fields}
-        if self.as_agent is not None:
-            request["as_agent"] = self.as_agent
-        line = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        line = encode_request(op, next(self._ids), self.as_agent, **fields)
         with self._lock:
             try:
                 self._sock.sendall(line)
-                reply_line = self._reader.readline()
+                reply_line = self._readline()
             except OSError as error:
                 raise ConnectionFailed(f"connection to the daemon failed: {error}") from None
         if not reply_line:
             raise ConnectionFailed("the daemon closed the connection")
-        reply = json.loads(reply_line)
+        reply = jsonlite.loads(reply_line.decode())
         if reply.get("ok"):
             result: dict[str, Any] = reply["result"]
             return result
-        error = reply.get("error") or {}
-        cls = _BY_CODE.get(error.get("code"), InternalError)
-        raise cls(error.get("message", "unknown error"), error.get("details"))
+        failure = reply.get("error") or {}
+        cls = _BY_CODE.get(str(failure.get("code")), InternalError)
+        raise cls(failure.get("message", "unknown error"), failure.get("details"))
 
     # -- operations ----------------------------------------------------------------
 
     def whoami(self) -> dict[str, Any]:
         return self.call("whoami")
 
-    def list(self, *patterns: str) -> list[str]:
-        paths: list[str] = self.call("list", patterns=list(patterns))["paths"]
+    def list(self, *patterns: str) -> StrList:
+        paths: StrList = self.call("list", patterns=[*patterns])["paths"]
         return paths
 
     def read(self, path: str, offset: int = 1, limit: int | None = None) -> dict[str, Any]:
@@ -138,7 +158,7 @@ class Client:
     def read_bytes(self, path: str) -> tuple[bytes, dict[str, Any]]:
         """The exact bytes of the file and the reply's metadata."""
         result = self.call("read", path=path, encoding="base64")
-        return base64.b64decode(result.pop("content_b64")), result
+        return binascii.a2b_base64(result.pop("content_b64")), result
 
     def stat(self, path: str) -> dict[str, Any]:
         return self.call("stat", path=path)
@@ -147,14 +167,14 @@ class Client:
               force: bool = False) -> dict[str, Any]:
         if isinstance(content, str):
             return self.call("write", path=path, content=content, append=append, force=force)
-        b64 = base64.b64encode(content).decode("ascii")
+        b64 = binascii.b2a_base64(content, newline=False).decode("ascii")
         return self.call("write", path=path, content_b64=b64, append=append, force=force)
 
-    def edit(self, path: str, scripts: list[str], *, force: bool = False) -> dict[str, Any]:
-        return self.call("write", path=path, sed=list(scripts), force=force)
+    def edit(self, path: str, scripts: StrList, *, force: bool = False) -> dict[str, Any]:
+        return self.call("write", path=path, sed=[*scripts], force=force)
 
     def delete(self, path: str, *, force: bool = False) -> dict[str, Any]:
         return self.call("delete", path=path, force=force)
 
-    def search(self, args: list[str]) -> dict[str, Any]:
-        return self.call("search", args=list(args))
+    def search(self, args: StrList) -> dict[str, Any]:
+        return self.call("search", args=[*args])

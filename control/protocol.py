@@ -36,7 +36,8 @@ class ProtocolError(Exception):
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: "yes" is not a bool and "3" is not an int on this wire
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     id: int | str | None = None
     # Act for this agent; only delegate uids may set it.

@@ -4,8 +4,8 @@ The caller's identity is the uid the kernel reports for the peer (SO_PEERCRED), 
 once per connection. Requests are decoded here and carried out by the Dispatcher in
 a worker thread, so a slow disk never stalls other clients or the FUSE loop, and a
 commit that started always finishes (worker threads are not abandoned on cancel),
-even if its client vanished. A malformed or oversized line gets an error reply; an
-oversized one also closes that connection, since the rest of it cannot be trusted.
+even if its client vanished. A malformed or oversized line gets an error reply; the
+rest of an oversized line is read and dropped, and the connection carries on.
 """
 
 from __future__ import annotations
@@ -76,7 +76,10 @@ class ControlServer:
         self.max_line = max_line
 
     async def serve(
-        self, listener: trio.SocketListener, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self,
+        listener: trio.SocketListener,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         task_status.started()
         await trio.serve_listeners(self._client, [listener])
@@ -91,22 +94,31 @@ class ControlServer:
 
     async def _loop(self, stream: trio.SocketStream, uid: int) -> None:
         buffer = bytearray()
+        discarding = False  # inside an oversized line: drop bytes up to its newline
         while True:
             newline = buffer.find(b"\n")
-            if newline < 0 or newline > self.max_line:
-                if len(buffer) > self.max_line:
-                    message = f"request line longer than {self.max_line} bytes"
-                    await stream.send_all(p.encode_error(None, "too_large", message))
-                    return
-                chunk = await stream.receive_some(READ_CHUNK)  # waits for more of the line
-                if not chunk:
-                    return
-                buffer += chunk
+            if discarding:
+                if newline < 0:
+                    buffer.clear()
+                else:
+                    del buffer[: newline + 1]
+                    discarding = False
+                    continue
+            elif newline > self.max_line or (newline < 0 and len(buffer) > self.max_line):
+                message = f"request line longer than {self.max_line} bytes"
+                await stream.send_all(p.encode_error(None, "too_large", message))
+                discarding = True
                 continue
-            line = bytes(buffer[:newline])
-            del buffer[: newline + 1]
-            if line.strip():
-                await stream.send_all(await self._reply(uid, line))
+            elif newline >= 0:
+                line = bytes(buffer[:newline])
+                del buffer[: newline + 1]
+                if line.strip():
+                    await stream.send_all(await self._reply(uid, line))
+                continue
+            chunk = await stream.receive_some(READ_CHUNK)
+            if not chunk:
+                return
+            buffer += chunk
 
     async def _reply(self, uid: int, line: bytes) -> bytes:
         try:

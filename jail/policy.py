@@ -96,9 +96,7 @@ def apply(policy: Policy) -> None:
 
     # 3. The Landlock ruleset is built while still root, so that rule paths (e.g. a
     # tool under a 0700 directory) can be opened; paths are resolved inside the chroot.
-    ruleset = landlock.create_ruleset(
-        abi, policy.read_fds, policy.read_paths, policy.exec_paths
-    )
+    ruleset = landlock.create_ruleset(abi, policy.read_fds, policy.read_paths, policy.exec_paths)
 
     # 4. Root is gone for good (also sets no_new_privs, needed by Landlock and seccomp).
     privileges.drop(policy.uid, policy.gid)

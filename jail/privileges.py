@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 
+_PR_CAPBSET_READ = 23
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAP_AMBIENT = 47
@@ -34,9 +35,15 @@ def _prctl(option: int, arg: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def _last_cap() -> int:
-    with open("/proc/sys/kernel/cap_last_cap", "rb") as f:
-        return int(f.read())
+def _known_caps() -> range:
+    """Capabilities this kernel knows (PR_CAPBSET_READ fails past the last one); asked
+    of the kernel rather than /proc, which does not exist inside a chroot."""
+    cap = 0
+    while (
+        cap < 64 and _libc.prctl(ctypes.c_int(_PR_CAPBSET_READ), ctypes.c_ulong(cap), 0, 0, 0) >= 0
+    ):
+        cap += 1
+    return range(cap)
 
 
 def drop(uid: int, gid: int) -> None:
@@ -49,7 +56,7 @@ def drop(uid: int, gid: int) -> None:
     if uid == 0 or gid == 0:
         raise ValueError("refusing to 'drop' privileges to uid or gid 0")
     # The bounding set can only be shrunk while we still hold CAP_SETPCAP.
-    for cap in range(_last_cap() + 1):
+    for cap in _known_caps():
         _prctl(_PR_CAPBSET_DROP, cap, f"PR_CAPBSET_DROP({cap})")
     _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, "PR_CAP_AMBIENT_CLEAR_ALL")
     os.setgroups([])

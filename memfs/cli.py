@@ -7,14 +7,17 @@ Client commands import only the small socket client, never the server stack, so
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
 
+from control import jsonlite
 from control.client import Client, MemfsClientError, default_socket
+
+# Not typing.TYPE_CHECKING, and argparse only when needed: each import costs start-up.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_DENIED, EXIT_NOT_FOUND = range(6)
 EXIT_BY_CODE = {
@@ -32,7 +35,7 @@ class Usage(Exception):
 
 def _out(args: argparse.Namespace, result: Any, text: str | None) -> None:
     if args.json:
-        print(json.dumps(result, ensure_ascii=False))
+        print(jsonlite.dumps(result))
     elif text:
         print(text)
 
@@ -100,26 +103,35 @@ def cmd_rm(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_download(client: Client, args: argparse.Namespace) -> int:
+    """Copy PATH byte for byte to DEST (a file, or a directory to put it in), atomically
+    (temp file + fsync + rename); the read records the version for a later upload."""
+    from control.localfiles import LocalFileError, destination, save_atomically
+
+    try:
+        dest = destination(args.dest, args.path)
+    except LocalFileError as error:
+        raise Usage(str(error)) from None
     data, meta = client.read_bytes(args.path)
-    dest = args.dest
-    if os.path.isdir(dest):
-        dest = os.path.join(dest, args.path.rstrip("/").rsplit("/", 1)[-1])
-    tmp = f"{dest}.memfs-partial"
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, dest)
+    try:
+        save_atomically(dest, data)
+    except LocalFileError as error:
+        print(f"memfs: {error}", file=sys.stderr)
+        return EXIT_ERROR
     meta["dest"] = dest
-    _out(args, meta, f"downloaded {args.path} to {dest} ({meta['size']} bytes)")
+    _out(args, meta, f"downloaded {args.path} to {dest} ({len(data)} bytes)")
     _note_change(args.path, meta)
     return EXIT_OK
 
 
 def cmd_upload(client: Client, args: argparse.Namespace) -> int:
+    """Copy SRC byte for byte to PATH, version-checked like any write (exit 3 if PATH
+    changed since this agent downloaded or read it, unless --force)."""
+    from control.localfiles import LocalFileError, read_local
+
     try:
-        with open(args.src, "rb") as handle:
-            data = handle.read()
-    except OSError as error:
-        raise Usage(f"cannot read {args.src}: {error.strerror}") from None
+        data = read_local(args.src)
+    except LocalFileError as error:
+        raise Usage(str(error)) from None
     return _committed(args, client.write(args.path, data, force=args.force), "uploaded")
 
 
@@ -147,13 +159,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from control.mcp_server import main_mcp
 
-    return main_mcp(socket_path=args.socket or default_socket(), as_agent=args.as_agent)
+    return main_mcp(socket_path=args.socket or default_socket(), as_agent=args.as_agent,
+                    http=args.http)
 
 
 # -- parsing ----------------------------------------------------------------------------
 
 
 def _parser() -> argparse.ArgumentParser:
+    import argparse  # here, not at the top: the fast path below does without it
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--socket", default=argparse.SUPPRESS,
                         help="control socket (env MEMFS_SOCKET; default /run/memfs/control.sock)")
@@ -180,7 +195,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="run on the embedded default: a private root with demo stores")
     serve.add_argument("--no-mount", action="store_true",
                        help="serve the control socket only, without the FUSE mount")
-    add("mcp", cmd_mcp, "run the MCP tool layer over stdio")
+    mcp = add("mcp", cmd_mcp, "run the MCP tool layer over stdio")
+    mcp.add_argument("--http", metavar="HOST:PORT",
+                     help="serve streamable HTTP on a loopback address instead of stdio")
     ls = add("ls", cmd_ls, "list files: STORE/PATH per line (globs with **)")
     ls.add_argument("globs", nargs="*", metavar="GLOB")
     cat = add("cat", cmd_cat, "print a file and record its version as seen")
@@ -222,10 +239,79 @@ def _split_grep(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv, None
 
 
+class _Args:
+    """What argparse would return, for the fast path (``vars()`` compares equal)."""
+
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
+
+
+# command -> (positionals, boolean flags, integer options), for the fast path
+_SIMPLE: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "cat": (("path",), (), ("offset", "limit")),
+    "ls": (("*globs",), (), ()),
+    "stat": (("path",), (), ()),
+    "write": (("path",), ("append", "force"), ()),
+    "rm": (("path",), ("force",), ()),
+}
+
+
+def _fast_args(argv: list[str]) -> _Args | None:
+    """Parse the common client commands without importing argparse (it drags in
+    ``re`` and ``gettext``). Returns None for anything unusual (help, errors, other
+    commands), which argparse then handles; a test checks both agree."""
+    values: dict[str, object] = {}
+    words = iter(argv)
+    command = None
+    rest: list[str] = []
+    for word in words:
+        name, eq, inline = word.partition("=")
+        if name in ("--socket", "--as"):
+            value = inline if eq else next(words, None)
+            if value is None or value.startswith("-"):
+                return None
+            values["socket" if name == "--socket" else "as_agent"] = value
+        elif word == "--json":
+            values["json"] = True
+        elif command is None and word in _SIMPLE:
+            command = word
+        elif command is None:
+            return None
+        else:
+            rest.append(word)
+    if command is None:
+        return None
+    positionals, flags, integers = _SIMPLE[command]
+    values.update({flag: False for flag in flags})
+    values.update({option: None for option in integers})
+    given: list[str] = []
+    items = iter(rest)
+    for word in items:
+        option = word[2:]
+        if word.startswith("--") and option in flags:
+            values[option] = True
+        elif word.startswith("--") and option in integers:
+            number = next(items, "")
+            if not number.isdigit():
+                return None
+            values[option] = int(number)
+        elif word.startswith("-"):
+            return None
+        else:
+            given.append(word)
+    if positionals == ("*globs",):
+        values["globs"] = given
+    elif len(given) != len(positionals):
+        return None
+    else:
+        values.update(zip(positionals, given, strict=True))
+    return _Args(command=command, func=_COMMANDS[command], **values)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     ours, rg_args = _split_grep(raw)
-    args = _parser().parse_args(ours)
+    args: Any = _fast_args(ours) or _parser().parse_args(ours)
     for name, default in (("socket", None), ("as_agent", None), ("json", False)):
         if not hasattr(args, name):
             setattr(args, name, default)
@@ -250,6 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
 
+
+_COMMANDS = {"cat": cmd_cat, "ls": cmd_ls, "stat": cmd_stat, "write": cmd_write, "rm": cmd_rm}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -32,6 +32,25 @@ def rg_binary() -> Path:
     return Path(found).resolve()
 
 
+BUILD_SED_JAIL = Path(__file__).resolve().parent.parent / "scripts" / "build-sed-jail"
+
+
+def ensure_sed_root(sed_root: Path) -> None:
+    """Build the sed chroot with scripts/build-sed-jail when it is missing (the jail
+    checks what it finds before every use)."""
+    if (sed_root / "bin" / "sed").exists():
+        return
+    if not BUILD_SED_JAIL.exists():
+        raise MemfsError(f"the sed jail {sed_root} is missing; build it with "
+                         "scripts/build-sed-jail")
+    log.info("building the sed jail in %s", sed_root)
+    import subprocess
+
+    done = subprocess.run([str(BUILD_SED_JAIL), str(sed_root)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise MemfsError(f"building the sed jail failed: {done.stderr.strip()}")
+
+
 def start_jail(config: Config):  # type: ignore[no-untyped-def]
     """Start the jail launcher; raises jail.JailUnavailable with a clear message."""
     try:
@@ -40,9 +59,11 @@ def start_jail(config: Config):  # type: ignore[no-untyped-def]
         log.warning("jail package missing: search and sed edits unavailable")
         return None
 
+    sed_root = config.jail.sed_root or config.root / "state" / "sed-root"
+    ensure_sed_root(sed_root)
     settings = JailSettings(
         rg_path=rg_binary(),
-        sed_root=config.jail.sed_root or config.root / "state" / "sed-root",
+        sed_root=sed_root,
         uid=config.jail.uid,
         gid=config.jail.gid,
         timeout_seconds=config.jail.timeout_seconds,
@@ -84,13 +105,20 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
             engine.close()
 
 
+def _sole_error(error: BaseException) -> BaseException:
+    """The only error inside (nested) single-member exception groups, else the group."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
 def main_serve(*, config_path: str | None, demo: bool, mount: bool,
                socket_path: str | None) -> int:
     """Entry point of ``memfs serve``; returns the process exit code."""
     try:
         from jail.errors import JailError
     except ImportError:  # TODO(jail): transitional
-        JailError = MemfsError  # type: ignore[misc,assignment]  # noqa: N806
+        JailError = MemfsError  # type: ignore[misc,assignment]
 
     logging.basicConfig(level=logging.INFO, format="memfs: %(message)s", stream=sys.stderr)
     banner = None
@@ -112,7 +140,10 @@ def main_serve(*, config_path: str | None, demo: bool, mount: bool,
             from memfs.demo import seed
 
             seed(config)
-        trio.run(functools.partial(run, config, mount=mount, banner=banner))
+        try:
+            trio.run(functools.partial(run, config, mount=mount, banner=banner))
+        except BaseExceptionGroup as group:  # trio wraps a start-up error in a group
+            raise _sole_error(group) from None
     except ConfigError as error:
         print(f"memfs: {error}", file=sys.stderr)
         return 2

@@ -14,7 +14,9 @@ DEMO_ROOT = Path("/var/lib/memfs-demo")
 REVIEWER_UID = 61002  # a second agent, for trying conflicts with --as reviewer
 
 NOTES = {
-    "oncall-notes/README.md": "# On-call notes\n\nWhat each on-call agent learned, for the next one.\n",
+    "oncall-notes/README.md": (
+        "# On-call notes\n\nWhat each on-call agent learned, for the next one.\n"
+    ),
     "oncall-notes/incidents/checkout-timeouts.md": (
         "# Checkout timeouts\n\n"
         "- 2026-10-21: p99 of POST /checkout above 8 s for 20 min.\n"
@@ -64,7 +66,8 @@ def demo_banner(config: Config) -> str:
     return f"""
 memfs demo is running (agent "demo" = uid {config.agents['demo'].uid}); root {config.root}
 In another terminal:
-  ls {config.mount}   cat {config.mount}/oncall-notes/README.md   getfattr -d {config.mount}/payments/runbooks/retry-queue.md
+  ls {config.mount}    cat {config.mount}/oncall-notes/README.md
+  getfattr -d {config.mount}/payments/runbooks/retry-queue.md
   memfs ls 'oncall-notes/**'
   memfs cat oncall-notes/incidents/checkout-timeouts.md
   echo '- 2026-11-29: seen again' | memfs write --append oncall-notes/incidents/checkout-timeouts.md

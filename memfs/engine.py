@@ -225,6 +225,8 @@ class Engine:
             for store in [limit] if limit else stores:
                 for entry in backing.walk_files(self._store_fds[store]):
                     name = f"{store}/{entry.rel}"
+                    if not name.isprintable() or _undecodable(name):
+                        continue  # cannot be named in a request; the mount still shows it
                     if regex.match(name):
                         found.add(name)
         return sorted(found)
@@ -317,8 +319,9 @@ class Engine:
                 if not force:
                     if base is not None and (current is None or current.digest != base):
                         seen = self.seen.get(agent, path)
-                        raise Conflict(str(path), current and current.digest, seen,
-                                       current and current.last_write)
+                        if current is None:
+                            raise Conflict(str(path), None, seen, None)
+                        raise Conflict(str(path), current.digest, seen, current.last_write)
                     self._check_seen(agent, path, current)
                 staged.move_to(parent, name)
                 self.seen.put(agent, path, staged.digest)
@@ -362,8 +365,16 @@ class Engine:
 # -- helpers -------------------------------------------------------------------------
 
 
+def _undecodable(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # a surrogate-escaped byte from a non-UTF-8 file name
+        return True
+    return False
+
+
 def _read_all(fd: int, size: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     offset = 0
     while True:
         chunk = os.pread(fd, max(size - offset, 65536), offset)

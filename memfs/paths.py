@@ -37,7 +37,11 @@ def check_component(name: str) -> str:
         raise InvalidInput(f"path component {name!r} contains a NUL or control character")
     if "/" in name:
         raise InvalidInput(f"path component {name!r} contains '/'")
-    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"path component {name!r} is not valid UTF-8") from None
+    if len(encoded) > MAX_NAME_BYTES:
         raise InvalidInput(f"path component is longer than {MAX_NAME_BYTES} bytes")
     return name
 

@@ -1,62 +1,66 @@
 """Per-agent record of the digest each agent last read or wrote, kept on disk.
 
-One small file per (agent, store, path) under ``ROOT/state/seen/AGENT/STORE/``, named
-by a hash of the path and replaced atomically with rename. It lives on the shared
-root, so every daemon on that root decides conflicts from the same record, and it
-survives a restart or ``kill -9`` of the daemon (the page cache outlives the process).
-It is not fsynced: after a power loss an agent may find its record older than it was,
-which only turns a write into a conflict, never into a lost update.
+One empty marker file per (agent, store, path) under ``ROOT/state/seen/AGENT/STORE/``,
+named by the blake3 of the path; the digest is its xattr ``user.memfs.seen``.
+Setting an xattr replaces the value atomically (readers see the old or the new
+digest, never a mix) in one syscall, with no data to write back: cheaper than
+rewriting and renaming a small file, which matters because every first read of a
+version records one.
+
+The record lives on the shared root, so every daemon on that root decides conflicts
+from the same record, and it survives a restart or ``kill -9`` of the daemon (the
+kernel keeps it). It is not fsynced: after a power loss an agent may find its record
+older than it was, which only turns a write into a conflict, never into a lost update.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import secrets
 from pathlib import Path
 
 import blake3
 
 from memfs.paths import MemPath
 
+XATTR = "user.memfs.seen"
+
 
 class SeenRecords:
     def __init__(self, directory: Path) -> None:
-        self._dir = directory
+        self._dir = os.fspath(directory)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
 
-    def _file(self, agent: str, path: MemPath) -> Path:
-        name = blake3.blake3(path.rel.encode("utf-8", "surrogateescape")).hexdigest()[:40]
-        return self._dir / agent / path.store / name
+    def _file(self, agent: str, path: MemPath) -> str:
+        name = blake3.blake3(path.rel.encode("utf-8")).hexdigest()
+        return f"{self._dir}/{agent}/{path.store}/{name}"
 
     def get(self, agent: str, path: MemPath) -> str | None:
         """The digest ``agent`` last read or wrote at ``path``, or None."""
         try:
-            with open(self._file(agent, path), "rb") as handle:
-                value = handle.read(8192).decode("ascii", "replace")
+            return os.getxattr(self._file(agent, path), XATTR).decode("ascii")
         except FileNotFoundError:
             return None
-        digest, _, rel = value.partition(" ")
-        # The file holds the path too, to rule out a collision of the short hash.
-        return digest if rel.rstrip("\n") == path.rel else None
+        except OSError as error:
+            if error.errno == errno.ENODATA:  # marker created, value not yet set
+                return None
+            raise
 
     def put(self, agent: str, path: MemPath, digest: str) -> None:
-        """Record ``digest`` as seen; atomic, so a crash leaves the old or the new value."""
-        target = self._file(agent, path)
-        content = f"{digest} {path.rel}\n".encode("utf-8", "surrogateescape")
-        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}")
+        """Record ``digest`` as seen (atomic: the old or the new value, never a mix)."""
+        marker = self._file(agent, path)
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            os.setxattr(marker, XATTR, digest.encode("ascii"))
         except FileNotFoundError:
-            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, content)
-        finally:
-            os.close(fd)
-        os.rename(tmp, target)
+            os.makedirs(os.path.dirname(marker), mode=0o700, exist_ok=True)
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            os.setxattr(marker, XATTR, digest.encode("ascii"))
 
     def forget(self, agent: str, path: MemPath) -> None:
         """Drop the record (after the agent deleted the file)."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._file(agent, path))
+
+
+

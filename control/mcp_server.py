@@ -1,0 +1,240 @@
+"""``memfs mcp``: the storage tools served over MCP with the official SDK.
+
+The MCP SDK is imported inside ``build_server``/``main_mcp`` only, so nothing else pays
+for it (the CLI imports this module only for ``memfs mcp``). The tools themselves live
+in control/mcp_tools.py; this module declares their MCP signatures and runs the
+transport: stdio by default, streamable HTTP on a loopback address with ``--http``.
+
+Identity: the server holds one control-socket connection; the daemon identifies the
+agent from that socket's SO_PEERCRED, i.e. the uid running ``memfs mcp``, or the agent
+named with ``--as`` when that uid is a delegate.
+
+No ``from __future__ import annotations`` here: the SDK reads the tool functions'
+annotations at registration time, and they name objects imported inside build_server.
+"""
+
+import ipaddress
+import logging
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field, ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator
+
+from control.client import ConnectionFailed, MemfsClientError
+from control.mcp_tools import (
+    DOWNLOAD_DESCRIPTION,
+    INSTRUCTIONS,
+    LIST_DESCRIPTION,
+    READ_DESCRIPTION,
+    SEARCH_DESCRIPTION,
+    UPLOAD_DESCRIPTION,
+    WRITE_DESCRIPTION,
+    Connection,
+    MemoryTools,
+    ToolOutcome,
+)
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import CallToolResult
+
+log = logging.getLogger("memfs.mcp")
+
+
+def _null_is_absent(value: Any, handler: ValidatorFunctionWrapHandler,
+                    info: ValidationInfo) -> Any:
+    """Models often send ``null`` for an optional argument: treat it as not given."""
+    return None if value is None else handler(value)
+
+
+def _null_is_false(value: Any, handler: ValidatorFunctionWrapHandler,
+                   info: ValidationInfo) -> Any:
+    return False if value is None else handler(value)
+
+
+# Optional text is annotated as plain ``str`` (default None) rather than ``str | None``:
+# the SDK JSON-decodes string arguments whose annotation is not exactly ``str``, which
+# would turn file content such as '{"a": 1}' or '[1, 2]' into a dict or a list.
+OptionalText = Annotated[str, WrapValidator(_null_is_absent)]
+OptionalFlag = Annotated[bool, WrapValidator(_null_is_false)]
+
+PathArg = Annotated[str, Field(
+    description="File path as STORE/PATH, e.g. notes/oncall.md (a /memory/ prefix is fine).",
+    min_length=1, max_length=4096)]
+
+
+def _result(outcome: ToolOutcome) -> "CallToolResult":
+    from mcp_types import CallToolResult, TextContent
+
+    meta = {"memfs": outcome.meta} if outcome.meta else None
+    return CallToolResult(content=[TextContent(type="text", text=outcome.text)],
+                          is_error=outcome.is_error, _meta=meta)
+
+
+def build_server(tools: MemoryTools, instructions: str = INSTRUCTIONS) -> "MCPServer[Any]":
+    """An MCPServer exposing the six storage tools, each run in a worker thread."""
+    import anyio.to_thread
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import CallToolResult, ToolAnnotations
+
+    server: MCPServer[Any] = MCPServer("memfs", instructions=instructions, log_level="WARNING")
+    run = anyio.to_thread.run_sync
+
+    async def storage_list(
+        pattern: Annotated[str | list[str] | None, Field(
+            description="Glob over STORE/PATH (or a list of globs); `**` spans directories. "
+                        "Omit to list every file you can read.")] = None,
+    ) -> CallToolResult:
+        return _result(await run(tools.list_files, pattern))
+
+    async def storage_read(
+        path: PathArg,
+        offset: Annotated[int | None, Field(
+            description="First line to show, 1-based (default 1).", ge=1)] = None,
+        limit: Annotated[int | None, Field(
+            description="Number of lines to show (default 2000).", ge=1, le=100_000)] = None,
+    ) -> CallToolResult:
+        return _result(await run(tools.read, path, offset, limit))
+
+    async def storage_search(
+        pattern: Annotated[OptionalText, Field(
+            description="The regex to search for (ripgrep syntax). Give this or `args`.")
+        ] = None,  # type: ignore[assignment]
+        flags: Annotated[list[str] | None, Field(
+            description='ripgrep flags to use with `pattern`, e.g. ["-i", "-C", "2"].',
+            max_length=64)] = None,
+        paths: Annotated[list[str] | None, Field(
+            description='Limit the search to these stores, folders or files, e.g. ["notes"] '
+                        'or ["ops/runbooks"]. Default: every store you can read.',
+            max_length=64)] = None,
+        args: Annotated[list[str] | None, Field(
+            description='Instead of pattern/flags/paths: the whole rg command line, e.g. '
+                        '["-i", "-w", "timeout", "ops"].', min_length=1, max_length=128)] = None,
+    ) -> CallToolResult:
+        return _result(await run(tools.search, pattern, args, flags, paths))
+
+    async def storage_write(
+        path: PathArg,
+        content: Annotated[OptionalText, Field(
+            description="The full new text of the file, or with append=true the text to add "
+                        "at its end. Give this or `sed`.")] = None,  # type: ignore[assignment]
+        append: Annotated[OptionalFlag, Field(
+            description="Add `content` at the end of the file (creating it if needed) "
+                        "instead of replacing it; needs no prior read.")] = False,
+        sed: Annotated[str | list[str] | None, Field(
+            description="A GNU sed script, or a list of scripts applied in order, run on the "
+                        "file's current content, e.g. \"s/old/new/g\" or [\"/^DRAFT/d\", "
+                        "\"$a\\\\last line\"]. Give this or `content`.")] = None,
+        force: Annotated[OptionalFlag, Field(
+            description="Skip the version check and overwrite changes you have not seen. "
+                        "Only on purpose, never to get past a conflict blindly.")] = False,
+    ) -> CallToolResult:
+        return _result(await run(tools.write, path, content, append, sed, force))
+
+    async def storage_download(
+        path: PathArg,
+        dest: Annotated[str, Field(
+            description="Local destination file (or existing directory) on the machine "
+                        "running this tool, e.g. /tmp/work/orders.csv.",
+            min_length=1, max_length=4096)],
+    ) -> CallToolResult:
+        return _result(await run(tools.download, path, dest))
+
+    async def storage_upload(
+        src: Annotated[str, Field(
+            description="Local file to send, on the machine running this tool.",
+            min_length=1, max_length=4096)],
+        path: PathArg,
+        force: Annotated[OptionalFlag, Field(
+            description="Skip the version check and overwrite changes you have not seen. "
+                        "Only on purpose.")] = False,
+    ) -> CallToolResult:
+        return _result(await run(tools.upload, src, path, force))
+
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                             idempotent_hint=False, open_world_hint=False)
+    for fn, description, annotations, title in (
+        (storage_list, LIST_DESCRIPTION, read_only, "List memory files"),
+        (storage_read, READ_DESCRIPTION, read_only, "Read a memory file"),
+        (storage_search, SEARCH_DESCRIPTION, read_only, "Search memory (ripgrep)"),
+        (storage_write, WRITE_DESCRIPTION, writes, "Write a memory file"),
+        (storage_download, DOWNLOAD_DESCRIPTION,
+         ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False),
+         "Download a memory file"),
+        (storage_upload, UPLOAD_DESCRIPTION, writes, "Upload a memory file"),
+    ):
+        server.add_tool(fn, title=title, description=description, annotations=annotations,
+                        structured_output=False)
+    return server
+
+
+class IdentityRefused(Exception):
+    """The daemon answered but maps this caller to no agent (or refuses ``--as``)."""
+
+
+def instructions_for(tools: MemoryTools) -> str:
+    """The server instructions, naming this agent and its stores when the daemon answers.
+    Raises IdentityRefused if the daemon will serve this caller nothing."""
+    try:
+        me = tools.whoami()
+    except ConnectionFailed as error:  # the daemon may come later: tools reconnect
+        log.warning("%s; starting anyway", error.message)
+        return INSTRUCTIONS
+    except MemfsClientError as error:
+        raise IdentityRefused(error.message) from None
+    stores = ", ".join(f"{name} ({access.replace('_', '-')})"
+                       for name, access in sorted(me.get("stores", {}).items()))
+    return f"{INSTRUCTIONS}\n\nYou are agent {me.get('agent')}; your stores: {stores or 'none'}."
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` on a loopback address (``[::1]:PORT`` for IPv6); raises ValueError."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"--http wants HOST:PORT, got {value!r}")
+    host = host.removeprefix("[").removesuffix("]") or "127.0.0.1"
+    if host != "localhost":
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ValueError(f"--http serves on loopback addresses only (127.0.0.1, ::1, "
+                             f"localhost), not {host!r}: anyone who can connect acts as "
+                             "this agent")
+    return host, int(port_text)
+
+
+def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = None) -> int:
+    """Run the MCP server until stdin closes (stdio) or it is interrupted (HTTP)."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(name)s: %(levelname)s: %(message)s")
+    address = None
+    if http is not None:
+        try:
+            address = parse_http(http)
+        except ValueError as error:
+            print(f"memfs mcp: {error}", file=sys.stderr)
+            return 2
+    connection = Connection(socket_path, as_agent)
+    tools = MemoryTools(connection)
+    try:
+        try:
+            instructions = instructions_for(tools)
+        except IdentityRefused as error:
+            print(f"memfs mcp: {error}", file=sys.stderr)
+            return 4
+        server = build_server(tools, instructions)
+        if address is None:
+            server.run("stdio")
+        else:
+            host, port = address
+            print(f"memfs mcp: streamable HTTP on http://{host}:{port}/mcp; every local "
+                  "process that can connect to it acts as this agent", file=sys.stderr)
+            server.run("streamable-http", host=host, port=port)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        connection.close()
+    return 0

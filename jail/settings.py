@@ -1,0 +1,42 @@
+"""Settings of the jail, chosen once by the daemon."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MIB = 1 << 20
+
+
+class JailSettings(BaseModel):
+    """Where the tools are and how tightly they are limited."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # The ripgrep binary (run in place, read+execute granted to it and its libraries).
+    rg_path: Path
+    # The GNU sed the sed root was built from (only used in error messages).
+    sed_path: Path = Path("/usr/bin/sed")
+    # The chroot made by `scripts/build-sed-jail DEST`: bin/sed, its libraries, a locale.
+    sed_root: Path
+    # Unprivileged identity of the jailed tools (never root).
+    uid: int = Field(default=65534, ge=1)
+    gid: int = Field(default=65534, ge=1)
+    # Wall-clock limit per call; the tool is killed past it (JailLimit).
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    # rg output beyond this is cut, and the result marked truncated.
+    output_limit_bytes: int = Field(default=1 * MIB, ge=1024)
+    # sed output beyond this is an error (JailLimit): an edit must not be cut short.
+    sed_output_limit: int = Field(default=64 * MIB, ge=1024)
+    # Captured stderr beyond this is dropped.
+    stderr_limit_bytes: int = Field(default=64 * 1024, ge=1024)
+    # CPU seconds per call (RLIMIT_CPU).
+    cpu_seconds: int = Field(default=10, ge=1)
+    # Address space per call (RLIMIT_AS).
+    memory_bytes: int = Field(default=2048 * MIB, ge=64 * MIB)
+    # rg threads per call: the default, and the cap for -j/--threads.
+    max_threads: int = Field(default=4, ge=1, le=64)
+    # Where the launcher makes its private folder of per-search folders (default: the
+    # system temporary directory). Must allow exec-free, root-only writes; 0711 is set.
+    work_dir: Path | None = None

@@ -1,0 +1,145 @@
+"""Mounting the read-only per-agent view (memfs/fuse_view.py) with pyfuse3 on trio.
+
+``serve_mount`` prepares the mount point (creates it, clears a stale mount left by a
+daemon that died), mounts with ``fsname=memfs,allow_other,ro`` (no
+``default_permissions``: the daemon decides per agent), reports started, serves until
+cancelled and then unmounts. Problems that make mounting impossible raise
+`MountError` with a message meant for the operator.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import logging
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pyfuse3
+import trio
+
+from memfs.engine import Engine
+from memfs.errors import MemfsError
+from memfs.fuse_view import MemoryView
+
+log = logging.getLogger("memfs.mount")
+
+MOUNT_OPTIONS = frozenset({"fsname=memfs", "subtype=memfs", "allow_other", "ro", "noatime"})
+MNT_DETACH = 2
+_STALE = (errno.ENOTCONN, errno.ECONNABORTED)
+
+
+class MountError(MemfsError):
+    """The view cannot be mounted: the mount point is busy, not a directory, not
+    accessible, or FUSE is unavailable."""
+
+
+def _is_mount_point(path: Path) -> bool:
+    """True if something is mounted exactly at ``path`` (per /proc/self/mountinfo)."""
+    target = os.fsencode(path)
+    try:
+        with open("/proc/self/mountinfo", "rb") as handle:
+            for line in handle:
+                fields = line.split(b" ")
+                if len(fields) > 4 and _unescape(fields[4]) == target:
+                    return True
+    except OSError:
+        return os.path.ismount(path)
+    return False
+
+
+def _unescape(field: bytes) -> bytes:
+    """mountinfo escapes space, tab, newline and backslash as \\ooo."""
+    out = bytearray()
+    index = 0
+    while index < len(field):
+        if field[index : index + 1] == b"\\" and field[index + 1 : index + 4].isdigit():
+            out.append(int(field[index + 1 : index + 4], 8))
+            index += 4
+        else:
+            out.append(field[index])
+            index += 1
+    return bytes(out)
+
+
+def _detach(path: Path) -> None:
+    """Lazily unmount ``path`` (umount2 MNT_DETACH, else ``fusermount3 -u -z``)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    if libc.umount2(os.fsencode(path), MNT_DETACH) == 0:
+        return
+    first = os.strerror(ctypes.get_errno())
+    tool = shutil.which("fusermount3") or shutil.which("fusermount")
+    if tool is not None:
+        done = subprocess.run([tool, "-u", "-z", os.fspath(path)], capture_output=True,
+                              timeout=30, check=False)
+        if done.returncode == 0:
+            return
+        first += f"; {tool}: {done.stderr.decode(errors='replace').strip()}"
+    raise MountError(f"cannot clear the stale mount at {path}: {first}")
+
+
+def prepare_mountpoint(path: Path) -> None:
+    """Make ``path`` ready to mount on, or raise MountError saying why it is not."""
+    for _attempt in range(8):  # stale mounts can be stacked by repeated crashes
+        try:
+            # statvfs always reaches a FUSE server (stat may be answered from the
+            # kernel's attribute cache), so a dead one shows as ENOTCONN here.
+            os.statvfs(path)
+            st = os.stat(path)
+        except FileNotFoundError:
+            try:
+                path.mkdir(mode=0o755, parents=True)
+                os.chmod(path, 0o755)
+            except OSError as error:
+                raise MountError(f"cannot create mount point {path}: {error.strerror}") from None
+            return
+        except OSError as error:
+            if error.errno in _STALE:
+                log.warning("clearing a stale mount at %s (%s: left by a daemon that died)",
+                            path, error.strerror)
+                _detach(path)
+                continue
+            raise MountError(f"cannot use mount point {path}: {error.strerror}") from None
+        break
+    else:
+        raise MountError(f"cannot clear the stale mounts at {path}")
+    if not stat.S_ISDIR(st.st_mode):
+        raise MountError(f"mount point {path} is not a directory")
+    if _is_mount_point(path):
+        raise MountError(f"mount point {path} is busy: another filesystem (another memfs "
+                         "daemon?) is mounted there")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise MountError(f"cannot use mount point {path}: permission denied")
+
+
+async def serve_mount(engine: Engine, mountpoint: Path, *,
+                      task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Mount the view at ``mountpoint`` and serve it until cancelled; then unmount."""
+    mountpoint = Path(mountpoint)
+    prepare_mountpoint(mountpoint)
+    view = MemoryView(engine)
+    try:
+        pyfuse3.init(view, os.fspath(mountpoint), set(MOUNT_OPTIONS))
+    except RuntimeError as error:
+        raise MountError(f"cannot mount {mountpoint}: {error} (is /dev/fuse available, "
+                         "and are we root?)") from None
+    view.attach()
+    unmounted_by_us = False
+    try:
+        log.info("mounted %s (read-only, per-agent view)", mountpoint)
+        task_status.started()
+        await pyfuse3.main()
+        # main() returns only when the kernel ended the session (someone unmounted us).
+        raise MountError(f"{mountpoint} was unmounted from outside the daemon")
+    finally:
+        view.detach()
+        try:
+            pyfuse3.close(unmount=True)
+            unmounted_by_us = True
+        finally:
+            if unmounted_by_us:
+                log.info("unmounted %s", mountpoint)

@@ -1,0 +1,173 @@
+"""The conflict matrix: two agents, every pair of operations, each outcome asserted.
+
+Both agents (alice, bob: read_write on `notes`) first read version v0 (when the row
+says so); then bob does his operation, then alice does hers through the real socket.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from control.client import Client, ConflictError, MemfsClientError, NotFoundError
+from tests.support import UID_A, UID_B, Daemon, connect_as
+
+_names = itertools.count()
+
+# bob's move after both read v0
+BOB_OPS = ["none", "read", "replace", "append", "delete", "replace_force"]
+# alice's move afterwards
+ALICE_OPS = ["replace", "append", "delete", "replace_force", "delete_force", "read_then_replace"]
+
+# Expected outcome of alice's move: "ok", "conflict" or "not_found".
+EXPECTED = {
+    ("none", "replace"): "ok", ("none", "append"): "ok", ("none", "delete"): "ok",
+    ("read", "replace"): "ok", ("read", "append"): "ok", ("read", "delete"): "ok",
+    ("replace", "replace"): "conflict", ("replace", "append"): "ok",
+    ("replace", "delete"): "conflict",
+    ("append", "replace"): "conflict", ("append", "append"): "ok",
+    ("append", "delete"): "conflict",
+    ("delete", "replace"): "conflict", ("delete", "append"): "ok",
+    ("delete", "delete"): "not_found",
+    ("replace_force", "replace"): "conflict", ("replace_force", "append"): "ok",
+    ("replace_force", "delete"): "conflict",
+}
+for bob in BOB_OPS:
+    EXPECTED[(bob, "replace_force")] = "ok"
+    EXPECTED[(bob, "delete_force")] = "not_found" if bob == "delete" else "ok"
+    # reading the latest version first always makes a replace acceptable
+    EXPECTED[(bob, "read_then_replace")] = "not_found" if bob == "delete" else "ok"
+
+
+@pytest.fixture(scope="module")
+def clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Client, Client]]:
+    from tests.support import public_tmpdir, standard_config
+
+    base = public_tmpdir()
+    with Daemon(standard_config(base)) as daemon:
+        alice, bob = connect_as(UID_A, daemon.socket), connect_as(UID_B, daemon.socket)
+        yield alice, bob
+        alice.close()
+        bob.close()
+
+
+def do(client: Client, op: str, path: str, content: str) -> None:
+    if op in ("none",):
+        return
+    if op == "read":
+        client.read(path)
+    elif op == "replace":
+        client.write(path, content)
+    elif op == "replace_force":
+        client.write(path, content, force=True)
+    elif op == "append":
+        client.write(path, content, append=True)
+    elif op == "delete":
+        client.delete(path)
+    elif op == "delete_force":
+        client.delete(path, force=True)
+    elif op == "read_then_replace":
+        client.read(path)
+        client.write(path, content)
+    else:  # pragma: no cover
+        raise AssertionError(op)
+
+
+def outcome(call: object) -> str:
+    try:
+        call()  # type: ignore[operator]
+    except ConflictError:
+        return "conflict"
+    except NotFoundError:
+        return "not_found"
+    except MemfsClientError as error:
+        return error.code
+    return "ok"
+
+
+@pytest.mark.parametrize(("bob_op", "alice_op"), list(itertools.product(BOB_OPS, ALICE_OPS)))
+def test_matrix(clients: tuple[Client, Client], bob_op: str, alice_op: str) -> None:
+    alice, bob = clients
+    path = f"notes/matrix/{bob_op}-{alice_op}-{next(_names)}.md"
+    alice.write(path, "v0\n")
+    alice.read(path)
+    bob.read(path)
+    do(bob, bob_op, path, "bob\n")
+    before = _content(bob, path)
+    result = outcome(lambda: do(alice, alice_op, path, "alice\n"))
+    assert result == EXPECTED[(bob_op, alice_op)]
+    after = _content(bob, path)
+    if result != "ok":
+        assert after == before, "a refused write must change nothing"
+    elif alice_op == "append":
+        assert after == (before or "") + "alice\n", "an append never loses data"
+    elif alice_op in ("delete", "delete_force"):
+        assert after is None
+    else:
+        assert after == "alice\n"
+
+
+def _content(client: Client, path: str) -> str | None:
+    try:
+        return str(client.read(path)["text"])
+    except NotFoundError:
+        return None
+
+
+def test_conflict_says_who_and_what(clients: tuple[Client, Client]) -> None:
+    alice, bob = clients
+    path = f"notes/details-{next(_names)}.md"
+    alice.write(path, "v0\n")
+    bob.read(path)
+    alice.write(path, "v1\n")
+    with pytest.raises(ConflictError) as caught:
+        bob.write(path, "stale\n")
+    details = caught.value.details
+    assert details["last_writer"] == "alice"
+    assert details["current_digest"] == alice.stat(path)["digest"]
+    assert details["seen_digest"] != details["current_digest"]
+    assert "alice" in caught.value.message and "read it again" in caught.value.message
+
+
+def test_create_race_second_creator_conflicts(clients: tuple[Client, Client]) -> None:
+    alice, bob = clients
+    path = f"notes/new-{next(_names)}.md"
+    bob.write(path, "bob first\n")
+    with pytest.raises(ConflictError) as caught:
+        alice.write(path, "alice second\n")
+    assert caught.value.details["seen_digest"] is None
+    assert bob.read(path)["text"] == "bob first\n"
+
+
+def test_replace_of_unread_file_conflicts_and_read_changes_notice(
+    clients: tuple[Client, Client],
+) -> None:
+    alice, bob = clients
+    path = f"notes/unread-{next(_names)}.md"
+    alice.write(path, "one\n")
+    with pytest.raises(ConflictError):
+        bob.write(path, "two\n")
+    first = bob.read(path)
+    assert first["changed_since_last_read"] is False
+    alice.read(path)
+    alice.write(path, "three\n")
+    again = bob.read(path)
+    assert again["changed_since_last_read"] is True
+    assert again["last_writer"] == "alice"
+    assert bob.read(path)["changed_since_last_read"] is False
+
+
+def test_append_by_reader_of_latest_keeps_its_version(clients: tuple[Client, Client]) -> None:
+    """An agent that had the latest version before appending may replace right after;
+    one that had not must read first."""
+    alice, bob = clients
+    path = f"notes/append-{next(_names)}.md"
+    alice.write(path, "a\n")
+    alice.write(path, "b\n", append=True)
+    alice.write(path, "c\n")  # alice knew the whole file
+    bob.write(path, "d\n", append=True)  # bob never read it
+    with pytest.raises(ConflictError):
+        bob.write(path, "e\n")
+    assert alice.read(path)["text"] == "c\nd\n"

@@ -1,0 +1,60 @@
+"""Output caps, time limits and concurrent calls."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from jail import Jail, JailLimit
+
+
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    store = tmp_path_factory.mktemp("big") / "big"
+    store.mkdir(mode=0o755)
+    for i in range(20):
+        (store / f"f{i:02}.txt").write_text("match this line please\n" * 2000)
+    return {"big": store}
+
+
+def test_huge_output_is_truncated(quick_jail: Jail, big_store: dict[str, Path]) -> None:
+    limit = quick_jail.settings.output_limit_bytes
+    started = time.monotonic()
+    result = quick_jail.search(big_store, ["match"])
+    assert time.monotonic() - started < 3
+    assert result.truncated
+    assert result.exit_code == 0
+    body, _, note = result.output.rstrip(b"\n").rpartition(b"\n")
+    assert note == f"[memfs: output truncated at {limit} bytes]".encode()
+    assert len(body) <= limit
+    assert all(line.startswith(b"big/f") for line in body.splitlines())
+
+
+def test_output_under_the_limit_is_whole(jail: Jail, big_store: dict[str, Path]) -> None:
+    result = jail.search(big_store, ["-c", "match"])
+    assert not result.truncated
+    assert len(result.output.splitlines()) == 20
+
+
+def test_slow_search_hits_the_timeout(quick_jail: Jail, big_store: dict[str, Path]) -> None:
+    """A pattern that takes rg seconds of CPU (and GBs) to compile is stopped early."""
+    started = time.monotonic()
+    huge = ["--regex-size-limit", "1G", "--dfa-size-limit", "1G", r"(\w|aa|.){500}{500}"]
+    with pytest.raises(JailLimit):
+        quick_jail.search(big_store, huge)
+    assert time.monotonic() - started < 5
+
+
+def test_concurrent_calls(jail: Jail, stores: dict[str, Path]) -> None:
+    def one(i: int) -> bytes:
+        if i % 2:
+            return jail.sed([f"s/alpha/call{i}/"], b"alpha\n")
+        return jail.search({"A": stores["A"]}, ["-c", "alpha", "A/todo.txt"]).output
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(one, range(40)))
+    for i, out in enumerate(results):
+        assert out == (f"call{i}\n".encode() if i % 2 else b"1\n")

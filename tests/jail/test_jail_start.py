@@ -1,0 +1,108 @@
+"""Starting the jail: the sed root script, the checks Jail.start makes, shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pydantic
+import pytest
+
+from jail import Jail, JailError, JailSettings, JailUnavailable
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-sed-jail"
+
+
+@pytest.fixture
+def fresh_root(tmp_path: Path) -> Path:
+    root = tmp_path / "sed-root"
+    subprocess.run([str(SCRIPT), str(root)], check=True, capture_output=True)
+    return root
+
+
+def test_build_script_is_idempotent(fresh_root: Path) -> None:
+    before = sorted(p.relative_to(fresh_root) for p in fresh_root.rglob("*"))
+    (fresh_root / "stray").write_text("left behind")
+    run = subprocess.run([str(SCRIPT), str(fresh_root)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    after = sorted(p.relative_to(fresh_root) for p in fresh_root.rglob("*"))
+    assert after == before
+    assert Path("bin/sed") in after
+    assert not list(fresh_root.parent.glob("sed-root.*"))  # no temporary leftovers
+    assert fresh_root.stat().st_uid == 0
+    # Only sed, the loader, libraries and the locale: no shell, no /etc, no /proc.
+    assert {p.parts[0] for p in after} <= {"bin", "lib", "lib64", "usr"}
+    assert list((fresh_root / "bin").iterdir()) == [fresh_root / "bin" / "sed"]
+
+
+def test_build_script_usage_errors(tmp_path: Path) -> None:
+    run = subprocess.run([str(SCRIPT)], capture_output=True, text=True)
+    assert run.returncode != 0 and "usage" in run.stderr
+    args = [str(SCRIPT), str(tmp_path / "x"), "/nonexistent/sed"]
+    run = subprocess.run(args, capture_output=True, text=True)
+    assert run.returncode != 0 and "not an executable" in run.stderr
+
+
+def test_missing_sed_root(make_settings: Callable[..., JailSettings], tmp_path: Path) -> None:
+    with pytest.raises(JailUnavailable, match="build-sed-jail"):
+        Jail.start(make_settings(sed_root=tmp_path / "nope"))
+
+
+@pytest.mark.parametrize("damage", ["world-writable", "not-root", "symlink", "setuid", "no-sed"])
+def test_unsafe_sed_root(
+    make_settings: Callable[..., JailSettings], fresh_root: Path, damage: str
+) -> None:
+    target = fresh_root / "lib64"
+    if damage == "world-writable":
+        (fresh_root / "bin" / "sed").chmod(0o757)
+    elif damage == "not-root":
+        os.chown(target, 65534, 65534)
+    elif damage == "symlink":
+        (fresh_root / "bin" / "sh").symlink_to("/bin/sh")
+    elif damage == "setuid":
+        (fresh_root / "bin" / "sed").chmod(0o4755)
+    else:
+        (fresh_root / "bin" / "sed").unlink()
+    with pytest.raises(JailUnavailable, match="sed root"):
+        Jail.start(make_settings(sed_root=fresh_root))
+
+
+def test_missing_rg(make_settings: Callable[..., JailSettings], tmp_path: Path) -> None:
+    with pytest.raises(JailUnavailable, match="not an executable"):
+        Jail.start(make_settings(rg_path=tmp_path / "rg"))
+
+
+def test_root_uid_is_refused(make_settings: Callable[..., JailSettings]) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        make_settings(uid=0)
+
+
+def test_close_and_launcher_death(make_settings: Callable[..., JailSettings]) -> None:
+    jail = Jail.start(make_settings())
+    assert jail.sed(["s/a/b/"], b"a\n") == b"b\n"
+    os.kill(jail._process.pid, signal.SIGKILL)
+    jail._process.wait()
+    with pytest.raises(JailError):
+        jail.sed(["s/a/b/"], b"a\n")
+    jail.close()
+    with pytest.raises(JailError, match="closed"):
+        jail.sed(["s/a/b/"], b"a\n")
+
+
+def test_close_removes_the_work_folder(
+    make_settings: Callable[..., JailSettings], tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "f.txt").write_text("x\n")
+    with Jail.start(make_settings(work_dir=work)) as jail:
+        (folder,) = list(work.iterdir())
+        assert folder.stat().st_mode & 0o777 == 0o711
+        assert jail.search({"s": store}, ["x"]).output == b"s/f.txt:x\n"
+        assert list(folder.iterdir()) == []  # the per-search folder is gone
+    assert list(work.iterdir()) == []

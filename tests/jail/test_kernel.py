@@ -1,0 +1,378 @@
+"""Kernel-level tests of the policy, bypassing every argument check.
+
+Each row forks a child, applies a policy like the rg one (stores: A only) with
+``jail.policy.apply``, then tries one hostile thing *directly in the forked Python
+child* and exits with the errno it got (0 = it worked). The expected errno is per row;
+positive rows (reading inside A) make sure the table can fail.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import shutil
+import signal
+import socket
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from jail import binaries, landlock, privileges
+from jail.policy import Limits, Policy, apply
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+SYS_PTRACE = 101
+SYS_MOUNT = 165
+SYS_UMOUNT2 = 166
+SYS_UNSHARE = 272
+SYS_CLONE = 56
+SYS_IO_URING_SETUP = 425
+SYS_OPENAT2 = 437
+SYS_BPF = 321
+SYS_MEMFD_CREATE = 319
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNS = 0x00020000
+PTRACE_TRACEME = 0
+PTRACE_ATTACH = 16
+
+
+@dataclass
+class Ctx:
+    """What a hostile action may aim at (all prepared before the policy applies)."""
+
+    a: Path
+    b: Path
+    a_fd: int
+    b_fd: int  # open, but not granted: as if leaked to the tool
+    spare_pipe: int
+    parent: int
+
+
+def _syscall(number: int, *args: int) -> None:
+    if libc.syscall(number, *[ctypes.c_long(a) for a in args]) < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _open(path: Path | str, flags: int, dir_fd: int | None = None) -> None:
+    os.close(os.open(path, flags, 0o644, dir_fd=dir_fd))
+
+
+def _fork_like(number: int, flags: int) -> None:
+    pid = libc.syscall(number, ctypes.c_long(flags), 0, 0, 0, 0)
+    if pid == 0:  # we are an unexpected grandchild: vanish
+        os._exit(99)
+    if pid < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _write(fd: int, data: bytes) -> None:
+    os.write(fd, data)
+
+
+def _exec(path: str) -> None:
+    os.execv(path, [path, "-c", "exit 0"])
+
+
+def _ptrace_attach(c: Ctx) -> None:
+    _syscall(SYS_PTRACE, PTRACE_ATTACH, c.parent, 0, 0)
+
+
+def _connect_unix_abstract(c: Ctx) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect("\0memfs-test-nowhere")
+
+
+def _socket_inet(c: Ctx) -> None:
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+
+
+# name -> (action, expected errno); 0 means "must work".
+Action = Callable[[Ctx], None]
+ROWS: dict[str, tuple[Action, int]] = {
+    # positive rows: what rg must be able to do
+    "read a file in A": (lambda c: _open(c.a / "todo.txt", os.O_RDONLY), 0),
+    "list A": (lambda c: _open(c.a / "notes", os.O_RDONLY | os.O_DIRECTORY), 0),
+    "read via the store fd": (lambda c: _open("todo.txt", os.O_RDONLY, dir_fd=c.a_fd), 0),
+    "read via /proc/self/fd": (
+        lambda c: _open(f"/proc/self/fd/{c.a_fd}/todo.txt", os.O_RDONLY),
+        0,
+    ),
+    "write to stdout": (lambda c: _write(1, b""), 0),
+    # reads outside the granted stores: Landlock
+    "read a file in B": (lambda c: _open(c.b / "secret.txt", os.O_RDONLY), errno.EACCES),
+    "read B via a leaked fd": (
+        lambda c: _open("secret.txt", os.O_RDONLY, dir_fd=c.b_fd),
+        errno.EACCES,
+    ),
+    "read B via /proc/self/fd": (
+        lambda c: _open(f"/proc/self/fd/{c.b_fd}/secret.txt", os.O_RDONLY),
+        errno.EACCES,
+    ),
+    "read B via .. from A's fd": (
+        lambda c: _open("../B/secret.txt", os.O_RDONLY, dir_fd=c.a_fd),
+        errno.EACCES,
+    ),
+    "read B via a symlink in A": (
+        lambda c: _open(c.a / "link-to-b", os.O_RDONLY),
+        errno.EACCES,
+    ),
+    "read /etc/passwd": (lambda c: _open("/etc/passwd", os.O_RDONLY), errno.EACCES),
+    "read /etc/shadow": (lambda c: _open("/etc/shadow", os.O_RDONLY), errno.EACCES),
+    "read /proc/1/environ": (lambda c: _open("/proc/1/environ", os.O_RDONLY), errno.EACCES),
+    "list /": (lambda c: _open("/", os.O_RDONLY | os.O_DIRECTORY), errno.EACCES),
+    # writes anywhere, even inside A: seccomp refuses the open flags
+    "open for write in A": (lambda c: _open(c.a / "todo.txt", os.O_WRONLY), errno.EPERM),
+    "open read-write in A": (lambda c: _open(c.a / "todo.txt", os.O_RDWR), errno.EPERM),
+    "create in A": (
+        lambda c: _open(c.a / "new.txt", os.O_WRONLY | os.O_CREAT),
+        errno.EPERM,
+    ),
+    "truncate on open in A": (
+        lambda c: _open(c.a / "todo.txt", os.O_RDONLY | os.O_TRUNC),
+        errno.EPERM,
+    ),
+    "append in A": (lambda c: _open(c.a / "todo.txt", os.O_WRONLY | os.O_APPEND), errno.EPERM),
+    "O_TMPFILE in A": (
+        lambda c: _open(c.a, os.O_TMPFILE | os.O_WRONLY),
+        errno.EPERM,
+    ),
+    "create in /tmp": (
+        lambda c: _open("/tmp/memfs-jail-escape", os.O_WRONLY | os.O_CREAT),
+        errno.EPERM,
+    ),
+    "truncate(2) in A": (lambda c: os.truncate(c.a / "todo.txt", 0), errno.EPERM),
+    "mkdir in A": (lambda c: os.mkdir(c.a / "newdir"), errno.EPERM),
+    "unlink in A": (lambda c: os.unlink(c.a / "todo.txt"), errno.EPERM),
+    "rename in A": (lambda c: os.rename(c.a / "todo.txt", c.a / "x.txt"), errno.EPERM),
+    "symlink in A": (lambda c: os.symlink("/etc/shadow", c.a / "s"), errno.EPERM),
+    "chmod in A": (lambda c: os.chmod(c.a / "todo.txt", 0o666), errno.EPERM),
+    "openat2": (lambda c: _syscall(SYS_OPENAT2, -100, 0, 0, 0), errno.ENOSYS),
+    "write to another fd": (lambda c: _write(c.spare_pipe, b"x"), errno.EPERM),
+    # network and IPC
+    "socket AF_INET": (_socket_inet, errno.EPERM),
+    "socket AF_UNIX + abstract connect": (_connect_unix_abstract, errno.EPERM),
+    "socketpair": (lambda c: socket.socketpair()[0].close(), errno.EPERM),
+    # executing anything: Landlock grants EXECUTE only on rg and its loader
+    "exec /bin/sh": (lambda c: _exec("/bin/sh"), errno.EACCES),
+    "exec /usr/bin/python3": (lambda c: _exec("/usr/bin/python3"), errno.EACCES),
+    # privileges and kernel surfaces
+    "setuid(0)": (lambda c: os.setuid(0), errno.EPERM),
+    "setgid(0)": (lambda c: os.setgid(0), errno.EPERM),
+    "ptrace(TRACEME)": (lambda c: _syscall(SYS_PTRACE, PTRACE_TRACEME, 0, 0, 0), errno.EPERM),
+    "ptrace(ATTACH parent)": (_ptrace_attach, errno.EPERM),
+    "io_uring_setup": (lambda c: _syscall(SYS_IO_URING_SETUP, 8, 0), errno.EPERM),
+    "mount": (lambda c: _syscall(SYS_MOUNT, 0, 0, 0, 0, 0), errno.EPERM),
+    "umount2": (lambda c: _syscall(SYS_UMOUNT2, 0, 0), errno.EPERM),
+    "unshare(CLONE_NEWUSER)": (lambda c: _syscall(SYS_UNSHARE, CLONE_NEWUSER), errno.EPERM),
+    "unshare(CLONE_NEWNS)": (lambda c: _syscall(SYS_UNSHARE, CLONE_NEWNS), errno.EPERM),
+    "clone(CLONE_NEWUSER)": (
+        lambda c: _fork_like(SYS_CLONE, CLONE_NEWUSER | signal.SIGCHLD),
+        errno.EPERM,
+    ),
+    "fork": (lambda c: _fork_like(SYS_CLONE, signal.SIGCHLD), errno.EPERM),
+    "kill the parent": (lambda c: os.kill(c.parent, 0), errno.EPERM),
+    "bpf": (lambda c: _syscall(SYS_BPF, 0, 0, 0), errno.EPERM),
+    "memfd_create": (lambda c: _syscall(SYS_MEMFD_CREATE, 0, 0), errno.EPERM),
+    "chroot": (lambda c: os.chroot("/tmp"), errno.EPERM),
+}
+
+
+def run_confined(policy: Policy, action: Callable[[], None]) -> int:
+    """Fork, apply ``policy``, run ``action``; return 0, the errno it raised, or 2xx."""
+    pid = os.fork()
+    if pid == 0:
+        code = 201
+        try:
+            apply(policy)
+            code = 202
+            action()
+            code = 0
+        except OSError as error:
+            code = (error.errno or 203) if code == 202 else 204
+        except BaseException:
+            code = 205
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@pytest.fixture(scope="module")
+def ctx() -> Iterator[Ctx]:
+    """Stores A and B under a world-traversable folder: file permissions allow the
+    jailed uid everything readable, so each refusal below comes from the policy."""
+    base = Path(tempfile.mkdtemp(prefix="memfs-kernel-test-"))
+    base.chmod(0o755)
+    a, b = base / "A", base / "B"
+    (a / "notes").mkdir(parents=True)
+    b.mkdir()
+    (a / "todo.txt").write_text("alpha\n")
+    (b / "secret.txt").write_text("secret\n")
+    (a / "link-to-b").symlink_to(b / "secret.txt")
+    a_fd = os.open(a, os.O_PATH | os.O_DIRECTORY)
+    b_fd = os.open(b, os.O_PATH | os.O_DIRECTORY)
+    read_end, write_end = os.pipe()
+    yield Ctx(a, b, a_fd, b_fd, write_end, os.getpid())
+    for fd in (a_fd, b_fd, read_end, write_end):
+        os.close(fd)
+    shutil.rmtree(base)
+
+
+@pytest.fixture(scope="module")
+def rg_policy(ctx: Ctx, rg_path: Path) -> Policy:
+    """The policy rg runs under, with store A as the only readable store."""
+    rg = binaries.needs(rg_path.resolve())
+    assert rg.loader is not None
+    return Policy(
+        read_fds=(ctx.a_fd,),
+        read_paths=(*rg.libraries, "/etc/ld.so.cache"),
+        exec_paths=(str(rg_path.resolve()), rg.loader),
+        limits=Limits(cpu_seconds=5),
+    )
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_confined(name: str, ctx: Ctx, rg_policy: Policy) -> None:
+    action, expected = ROWS[name]
+    got = run_confined(rg_policy, lambda: action(ctx))
+    assert got == expected, f"{name}: got {errno.errorcode.get(got, got)}"
+
+
+def test_limits_are_set(rg_policy: Policy) -> None:
+    def check() -> None:
+        wanted = {
+            resource.RLIMIT_FSIZE: 0,
+            resource.RLIMIT_CORE: 0,
+            resource.RLIMIT_CPU: 5,
+            resource.RLIMIT_NPROC: rg_policy.limits.nproc,
+            resource.RLIMIT_NOFILE: rg_policy.limits.nofile,
+            resource.RLIMIT_AS: rg_policy.limits.address_space_bytes,
+        }
+        for which, value in wanted.items():
+            if resource.getrlimit(which) != (value, value):
+                raise OSError(errno.ERANGE, f"limit {which}")
+
+    assert run_confined(rg_policy, check) == 0
+
+
+def test_apply_leaves_no_privilege() -> None:
+    """After the drop, /proc/self/status shows no capability and no_new_privs."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            privileges.drop(65534, 65534)
+            with open("/proc/self/status", "rb") as status:
+                os.write(write_end, status.read())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        text = pipe.read().decode()
+    os.waitpid(pid, 0)
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(fields[cap].strip(), 16) == 0, cap
+    assert fields["NoNewPrivs"].strip() == "1"
+    assert fields["Uid"].split() == ["65534"] * 4
+    assert fields["Gid"].split() == ["65534"] * 4
+    assert fields["Groups"].strip() == ""
+
+
+def test_drop_refuses_root() -> None:
+    with pytest.raises(ValueError):
+        privileges.drop(0, 0)
+
+
+# Landlock alone (no seccomp): the second wall holds by itself for what it covers.
+ABI = landlock.abi_version()
+
+
+def _landlock_only(c: Ctx, action: Callable[[], None]) -> int:
+    pid = os.fork()
+    if pid == 0:
+        code = 201
+        try:
+            ruleset = landlock.create_ruleset(ABI, (c.a_fd,), (), ())
+            libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+            landlock.enforce(ruleset)
+            code = 202
+            action()
+            code = 0
+        except OSError as error:
+            code = (error.errno or 203) if code == 202 else 204
+        except BaseException:
+            code = 205
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@pytest.fixture(scope="module")
+def listeners() -> Iterator[tuple[int, str]]:
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+    name = f"\0memfs-jail-test-{os.getpid()}"
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(name)
+    unix.listen()
+    yield tcp.getsockname()[1], name
+    tcp.close()
+    unix.close()
+
+
+def _tcp_connect(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass
+
+
+def _tcp_bind() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+
+
+def _unix_connect(name: str) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(name)
+
+
+LANDLOCK_ROWS = {
+    "read in A": (lambda c, p, n: _open(c.a / "todo.txt", os.O_RDONLY), 0, 1),
+    "read in B": (lambda c, p, n: _open(c.b / "secret.txt", os.O_RDONLY), errno.EACCES, 1),
+    "write in A": (lambda c, p, n: _open(c.a / "todo.txt", os.O_WRONLY), errno.EACCES, 1),
+    "create in A": (
+        lambda c, p, n: _open(c.a / "n", os.O_WRONLY | os.O_CREAT),
+        errno.EACCES,
+        1,
+    ),
+    "exec /bin/sh": (lambda c, p, n: _exec("/bin/sh"), errno.EACCES, 1),
+    "truncate in A": (lambda c, p, n: os.truncate(c.a / "todo.txt", 0), errno.EACCES, 3),
+    "TCP connect": (lambda c, p, n: _tcp_connect(p), errno.EACCES, 4),
+    "TCP bind": (lambda c, p, n: _tcp_bind(), errno.EACCES, 4),
+    "abstract unix connect": (lambda c, p, n: _unix_connect(n), errno.EPERM, 6),
+    "signal the parent": (lambda c, p, n: os.kill(c.parent, 0), errno.EPERM, 6),
+}
+
+
+@pytest.mark.parametrize("name", list(LANDLOCK_ROWS))
+def test_landlock_alone(name: str, ctx: Ctx, listeners: tuple[int, str]) -> None:
+    action, expected, min_abi = LANDLOCK_ROWS[name]
+    if min_abi > ABI:
+        pytest.skip(f"Landlock ABI {ABI} < {min_abi}: the kernel lacks this restriction")
+    port, abstract = listeners
+    got = _landlock_only(ctx, lambda: action(ctx, port, abstract))
+    assert got == expected, f"{name}: got {errno.errorcode.get(got, got)}"
+
+
+def test_landlock_is_available() -> None:
+    assert ABI >= 1

@@ -1,0 +1,170 @@
+"""The rg argument allow-list: a table of accepted and refused argument lists, plus real
+jailed runs of a few rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jail import BadArguments, Jail
+from jail.rg_args import parse
+
+STORES = ("A", "B")
+
+# args -> (patterns, paths, options that must appear in argv)
+ALLOWED: list[tuple[list[str], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = [
+    (["foo"], ("foo",), ("A", "B"), ()),
+    (["-i", "foo", "A"], ("foo",), ("A",), ("--ignore-case",)),
+    (["-iw", "foo"], ("foo",), ("A", "B"), ("--ignore-case", "--word-regexp")),
+    (["-C2", "foo"], ("foo",), ("A", "B"), ("--context", "2")),
+    (["-C", "2", "foo"], ("foo",), ("A", "B"), ("--context", "2")),
+    (["--context=3", "foo"], ("foo",), ("A", "B"), ("--context", "3")),
+    (["-A", "1", "-B", "1", "-m", "5", "foo"], ("foo",), ("A", "B"), ("--max-count",)),
+    (["-e", "foo", "-e", "-bar", "A/x"], ("foo", "-bar"), ("A/x",), ()),
+    (["-efoo"], ("foo",), ("A", "B"), ()),
+    (["--regexp=a=b"], ("a=b",), ("A", "B"), ()),
+    (["-g", "*.md", "foo"], ("foo",), ("A", "B"), ("--glob", "*.md")),
+    (["--iglob=*.MD", "foo"], ("foo",), ("A", "B"), ("--iglob",)),
+    (["-t", "md", "-T", "py", "foo"], ("foo",), ("A", "B"), ("--type", "--type-not")),
+    (["-uuu", "foo"], ("foo",), ("A", "B"), ("--unrestricted",)),
+    (["-sSvxFUlcnNoHq", "foo"], ("foo",), ("A", "B"), ("--quiet",)),
+    (["--json", "--vimgrep", "--stats", "foo"], ("foo",), ("A", "B"), ("--json",)),
+    (["--files"], (), ("A", "B"), ("--files",)),
+    (["--files", "A"], (), ("A",), ("--files",)),
+    (["--type-list"], (), ("A", "B"), ("--type-list",)),
+    (["--color=never", "foo"], ("foo",), ("A", "B"), ()),
+    (["-r", "X", "foo"], ("foo",), ("A", "B"), ("--replace", "X")),
+    (["--sort", "path", "foo"], ("foo",), ("A", "B"), ("--sort", "path")),
+    (["-j", "2", "foo"], ("foo",), ("A", "B"), ()),
+    (["-M", "80", "--max-depth", "3", "--max-filesize", "10M", "x"], ("x",), ("A", "B"), ()),
+    (["-E", "utf-16le", "x"], ("x",), ("A", "B"), ("--encoding",)),
+    (["--dfa-size-limit", "100M", "x"], ("x",), ("A", "B"), ()),
+    (["foo", "/memory/A/notes"], ("foo",), ("A/notes",), ()),
+    (["foo", "/memory/"], ("foo",), ("A", "B"), ()),
+    (["foo", "./A//notes/./q.md"], ("foo",), ("A/notes/q.md",), ()),
+    (["--", "-foo", "B"], ("-foo",), ("B",), ()),
+    (["foo", "--", "A"], ("foo",), ("A",), ()),
+    (["foo", "-i"], ("foo",), ("A", "B"), ("--ignore-case",)),
+    (["--no-ignore", "--hidden", "--no-follow", "--trim", "foo"], ("foo",), ("A", "B"), ()),
+]
+
+
+@pytest.mark.parametrize(("args", "patterns", "paths", "options"), ALLOWED)
+def test_allowed(
+    args: list[str], patterns: tuple[str, ...], paths: tuple[str, ...], options: tuple[str, ...]
+) -> None:
+    command = parse(args, STORES)
+    assert command.patterns == patterns
+    assert command.paths == paths
+    argv = command.argv
+    for option in options:
+        assert option in argv
+    # Fixed safety flags always come first; paths always after "--".
+    assert argv[:3] == ["--no-config", "--color", "never"]
+    assert argv[argv.index("--") + 1 :] == list(paths)
+    for pattern in patterns:
+        assert argv[argv.index(pattern) - 1] == "--regexp"
+
+
+# args -> a piece of the error message (naming the flag or path)
+REFUSED: list[tuple[list[str], str]] = [
+    (["--pre", "cat", "foo"], "--pre"),
+    (["--pre=cat", "foo"], "--pre"),
+    (["--pre-glob", "*", "foo"], "--pre-glob"),
+    (["-z", "foo"], "-z"),
+    (["--search-zip", "foo"], "--search-zip"),
+    (["--hostname-bin", "/bin/sh", "foo"], "--hostname-bin"),
+    (["-L", "foo"], "-L"),
+    (["-iL", "foo"], "-L"),
+    (["--follow", "foo"], "--follow"),
+    (["--ignore-file", "/etc/passwd", "foo"], "--ignore-file"),
+    (["-f", "/etc/passwd"], "-f"),
+    (["--file=/etc/passwd"], "--file"),
+    (["-p", "foo"], "-p"),
+    (["--color", "always", "foo"], "--color"),
+    (["--colors", "match:fg:red", "foo"], "--colors"),
+    (["--debug", "foo"], "--debug"),
+    (["--path-separator", "\\", "foo"], "--path-separator"),
+    (["--no-such-flag", "foo"], "--no-such-flag"),
+    (["-Q", "foo"], "-Q"),
+    (["--hidden=yes", "foo"], "--hidden"),
+    (["-j", "64", "foo"], "--threads"),
+    (["-m", "lots", "foo"], "--max-count"),
+    (["--dfa-size-limit", "100G", "foo"], "--dfa-size-limit"),
+    (["--sort", "random", "foo"], "--sort"),
+    (["-g", "../**", "foo"], "'..'"),
+    (["--glob=A/../B/*", "foo"], "'..'"),
+    (["--type-add", "x:../*", "foo"], "'..'"),
+    (["foo", "C"], "'C'"),
+    (["foo", "A/../B"], "'..'"),
+    (["foo", ".."], "'..'"),
+    (["foo", "/etc/passwd"], "/memory/"),
+    (["foo", "/memory/C/x"], "'C'"),
+    (["foo", "-"], "'-'"),
+    (["foo", "/memory/../etc"], "'..'"),
+    ([], "no search pattern"),
+    (["-i"], "no search pattern"),
+    (["-e"], "needs a value"),
+    (["--glob"], "needs a value"),
+    (["fo\0o"], "NUL"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), REFUSED)
+def test_refused(args: list[str], message: str) -> None:
+    with pytest.raises(BadArguments) as caught:
+        parse(args, STORES)
+    assert message in str(caught.value)
+
+
+def test_threads_are_capped_by_default() -> None:
+    argv = parse(["foo"], STORES, max_threads=3).argv
+    assert argv[argv.index("--threads") + 1] == "3"
+
+
+# Real runs: args -> (expected exit code, lines that must appear, text that must not).
+RUNS: list[tuple[list[str], int, list[str], list[str]]] = [
+    (["-n", "payments", "A"], 0, ["A/notes/queue.md:1:the payments queue is slow"], []),
+    (["-i", "PAYMENTS", "A/notes"], 0, ["A/notes/queue.md:the payments queue is slow"], []),
+    (["-c", "a", "/memory/A/todo.txt"], 0, ["3"], []),
+    (["-l", "payments"], 0, ["A/notes/queue.md", "B/secret.txt"], ["A/.hidden.md"]),
+    (["-l", "--hidden", "payments", "A"], 0, ["A/.hidden.md", "A/notes/queue.md"], []),
+    (["--files", "A"], 0, ["A/todo.txt", "A/notes/queue.md"], ["B/"]),
+    (["-w", "bet", "A"], 1, [], []),
+    (["-o", "-r", "X", "alp", "A"], 0, ["A/todo.txt:X"], []),
+    (["-g", "*.md", "-l", "e", "A"], 0, ["A/notes/queue.md"], ["A/todo.txt"]),
+]
+
+
+@pytest.mark.parametrize(("args", "code", "present", "absent"), RUNS)
+def test_real_runs(
+    jail: Jail,
+    stores: dict[str, Path],
+    args: list[str],
+    code: int,
+    present: list[str],
+    absent: list[str],
+) -> None:
+    result = jail.search(stores, args)
+    text = result.output.decode()
+    assert result.exit_code == code, result.stderr
+    assert not result.truncated
+    for line in present:
+        assert line in text.splitlines()
+    for piece in absent:
+        assert piece not in text
+
+
+def test_real_run_refuses_before_running(jail: Jail, stores: dict[str, Path]) -> None:
+    with pytest.raises(BadArguments, match="--pre"):
+        jail.search(stores, ["--pre", "/bin/sh", "x"])
+
+
+def test_regex_error_is_reported(jail: Jail, stores: dict[str, Path]) -> None:
+    from jail import ToolFailed
+
+    with pytest.raises(ToolFailed) as caught:
+        jail.search(stores, ["foo("])
+    assert caught.value.exit_code == 2
+    assert "regex" in caught.value.stderr

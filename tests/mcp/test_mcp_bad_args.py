@@ -1,0 +1,167 @@
+"""Hostile or malformed tool calls: each is a tool error (isError) with a clear text,
+nothing changes, and the same server keeps answering afterwards. Also: the server
+survives a daemon restart (it reconnects), and the optional streamable HTTP transport."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client as McpClient
+from mcp_types import CallToolResult
+
+from tests.mcp.conftest import call_error, call_ok, mcp_session, text_of
+from tests.support import MEMFS, REPO, UID_A, Daemon, connect_as
+
+BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
+    # (tool, arguments, a fragment the error text must contain)
+    ("storage_read", {}, "path"),
+    ("storage_read", {"path": 5}, "path"),
+    ("storage_read", {"path": ["notes/a.md"]}, "path"),
+    ("storage_read", {"path": "notes/a.md", "offset": 0}, "offset"),
+    ("storage_read", {"path": "notes/a.md", "limit": -3}, "limit"),
+    ("storage_read", {"path": "notes/a.md", "offset": "many"}, "offset"),
+    ("storage_read", {"path": ""}, "path"),
+    ("storage_read", {"path": "../../etc/passwd"}, "Invalid"),
+    ("storage_read", {"path": "/etc/passwd"}, ""),
+    ("storage_read", {"path": "notes/../ops/a.md"}, "Invalid"),
+    ("storage_read", {"path": "notes/missing.md"}, "Not found"),
+    ("storage_read", {"path": "nostore/a.md"}, ""),
+    ("storage_read", {"path": "notes/a\x00b.md"}, ""),
+    ("storage_list", {"pattern": 42}, "pattern"),
+    ("storage_list", {"pattern": {"glob": "*"}}, "pattern"),
+    ("storage_write", {"path": "notes/a.md"}, "exactly one"),
+    ("storage_write", {"path": "notes/a.md", "content": "x", "sed": "s/a/b/"}, "exactly one"),
+    ("storage_write", {"path": "notes/a.md", "sed": "s/a/b/", "append": True}, "append"),
+    ("storage_write", {"path": "notes/a.md", "sed": []}, "empty"),
+    ("storage_write", {"path": "notes/a.md", "content": 12}, "content"),
+    ("storage_write", {"path": "notes/a.md", "content": "x", "force": "maybe"}, "force"),
+    ("storage_write", {"path": "notes/", "content": "x"}, ""),
+    ("storage_write", {"path": "notes", "content": "x"}, ""),
+    ("storage_write", {"path": "../x.md", "content": "x"}, "Invalid"),
+    ("storage_write", {"path": "notes/a.md", "sed": "w /tmp/pwned"}, ""),
+    ("storage_write", {"path": "notes/a.md", "sed": "1e id"}, ""),
+    ("storage_write", {"path": "notes/a.md", "sed": "s/a/b/e"}, ""),
+    ("storage_write", {"path": "notes/a.md", "sed": "r /etc/passwd"}, ""),
+    ("storage_search", {}, "exactly one"),
+    ("storage_search", {"pattern": "a", "args": ["a"]}, "exactly one"),
+    ("storage_search", {"args": ["a"], "flags": ["-i"]}, "args"),
+    ("storage_search", {"args": []}, "args"),
+    ("storage_search", {"args": ["--pre", "/bin/sh", "x"]}, "--pre"),
+    ("storage_search", {"args": ["--pre=/bin/sh", "x"]}, "--pre"),
+    ("storage_search", {"pattern": "x", "flags": ["--pre", "cat"]}, "--pre"),
+    ("storage_search", {"pattern": "x", "flags": ["-z"]}, ""),
+    ("storage_search", {"pattern": "x", "flags": ["--follow"]}, ""),
+    ("storage_search", {"pattern": "x", "flags": ["-f", "/etc/passwd"]}, ""),
+    ("storage_search", {"pattern": "x", "paths": ["/etc"]}, ""),
+    ("storage_search", {"pattern": "x", "paths": ["../.."]}, ""),
+    ("storage_search", {"pattern": "x", "flags": ["--no-such-flag"]}, ""),
+    ("storage_search", {"pattern": "(unclosed"}, ""),
+    ("storage_download", {"path": "notes/a.md"}, "dest"),
+    ("storage_download", {"path": "notes/a.md", "dest": "/proc/self/nope/x"}, "Local file"),
+    ("storage_download", {"path": "notes/missing.md", "dest": "/tmp/x"}, "Not found"),
+    ("storage_upload", {"src": "/nonexistent/file", "path": "notes/a.md"}, "Local file"),
+    ("storage_upload", {"src": "/", "path": "notes/a.md"}, "Local file"),
+    ("storage_upload", {"path": "notes/a.md"}, "src"),
+    ("no_such_tool", {}, "no_such_tool"),
+]
+
+
+async def test_bad_arguments_are_tool_errors(daemon: Daemon, tmp_path: Path) -> None:
+    with connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/a.md", "alpha\nbeta\n")
+        before = alice.read_bytes("notes/a.md")[0]
+    async with mcp_session(daemon.socket, as_agent="alice") as client:
+        await call_ok(client, "storage_read", {"path": "notes/a.md"})  # seen: sed may run
+        failures = []
+        for name, arguments, fragment in BAD_CALLS:
+            result = await client.call_tool(name, arguments)
+            assert isinstance(result, CallToolResult)
+            text = text_of(result)
+            if not result.is_error or fragment not in text or not text.strip():
+                failures.append((name, arguments, result.is_error, text))
+        assert not failures, "\n".join(map(repr, failures))
+        # the server is still fine, and nothing changed
+        assert "alpha" in await call_ok(client, "storage_read", {"path": "notes/a.md"})
+        assert "notes/a.md" in await call_ok(client, "storage_list", {})
+    assert not os.path.exists("/tmp/pwned")
+    with connect_as(UID_A, daemon.socket) as alice:
+        assert alice.read_bytes("notes/a.md")[0] == before
+        assert alice.list() == ["notes/a.md"]
+
+
+async def test_null_optional_arguments_are_absent(daemon: Daemon) -> None:
+    """Some models send null for every optional argument."""
+    async with mcp_session(daemon.socket, as_agent="alice") as client:
+        await call_ok(client, "storage_write", {"path": "notes/n.md", "content": "x\n",
+                                                "sed": None, "append": None, "force": None})
+        await call_ok(client, "storage_read", {"path": "notes/n.md", "offset": None,
+                                               "limit": None})
+        await call_ok(client, "storage_list", {"pattern": None})
+        await call_ok(client, "storage_search", {"pattern": "x", "args": None, "flags": None,
+                                                 "paths": None})
+
+
+async def test_server_reconnects_after_daemon_restart(daemon: Daemon) -> None:
+    async with mcp_session(daemon.socket, uid=UID_A) as client:
+        await call_ok(client, "storage_write", {"path": "notes/r.md", "content": "one\n"})
+        daemon.stop()
+        down = await call_error(client, "storage_read", {"path": "notes/r.md"})
+        assert "unreachable" in down
+        daemon.start()
+        assert "one" in await call_ok(client, "storage_read", {"path": "notes/r.md"})
+        # seen-state survived the restart: replacing needs no new read
+        await call_ok(client, "storage_write", {"path": "notes/r.md", "content": "two\n"})
+        daemon.stop()
+        daemon.start()
+        await call_ok(client, "storage_write", {"path": "notes/r.md", "content": "three\n"})
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def test_streamable_http(daemon: Daemon) -> None:
+    port = _free_port()
+    env = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+           "LC_ALL": "C.UTF-8"}
+    argv = [*MEMFS, "--socket", str(daemon.socket), "mcp", "--as", "carol",
+            "--http", f"127.0.0.1:{port}"]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "HTTP server did not come up"
+                time.sleep(0.05)
+        async with McpClient(f"http://127.0.0.1:{port}/mcp") as client:
+            assert client.instructions is not None and "carol" in client.instructions
+            assert "(notes is empty" not in await call_ok(client, "storage_list", {})
+            denied = await call_error(client, "storage_write",
+                                      {"path": "notes/h.md", "content": "x"})
+            assert denied.startswith("Permission denied")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:8080", "192.168.1.1:80", "example.com:80",
+                                     "127.0.0.1", "127.0.0.1:99999"])
+def test_http_refuses_non_loopback(address: str) -> None:
+    proc = subprocess.run([*MEMFS, "--socket", "/nonexistent", "mcp", "--http", address],
+                          cwd=REPO, capture_output=True, timeout=30)
+    assert proc.returncode == 2
+    assert b"--http" in proc.stderr

@@ -1,0 +1,54 @@
+"""The CLI's argparse-free fast path agrees with argparse, or steps aside."""
+
+from __future__ import annotations
+
+import pytest
+
+from memfs import cli
+
+AGREE = [
+    ["cat", "notes/a.md"],
+    ["cat", "notes/a.md", "--offset", "3", "--limit", "10"],
+    ["--socket", "/s", "cat", "notes/a.md"],
+    ["--socket=/s", "--as", "bob", "--json", "cat", "notes/a.md"],
+    ["cat", "notes/a.md", "--json"],
+    ["ls"],
+    ["ls", "notes/**/*.md", "ops/*"],
+    ["write", "notes/a.md", "--append"],
+    ["write", "--force", "notes/a.md"],
+    ["rm", "notes/a.md", "--force"],
+    ["stat", "/memory/notes/a.md"],
+]
+
+STEP_ASIDE = [
+    ["cat"],
+    ["cat", "a", "b"],
+    ["cat", "a", "--offset", "x"],
+    ["cat", "a", "-h"],
+    ["--help"],
+    ["write", "a", "--bogus"],
+    ["edit", "a", "-e", "p"],
+    ["download", "a", "b"],
+    ["--socket"],
+    ["frobnicate", "x"],
+]
+
+
+@pytest.mark.parametrize("argv", AGREE)
+def test_fast_path_matches_argparse(argv: list[str]) -> None:
+    fast = cli._fast_args(argv)
+    assert fast is not None
+    slow = cli._parser().parse_args(argv)
+    expected = {"socket": None, "as_agent": None, "json": False, **vars(slow)}
+    assert {"socket": None, "as_agent": None, "json": False, **vars(fast)} == expected
+
+
+@pytest.mark.parametrize("argv", STEP_ASIDE)
+def test_fast_path_leaves_the_rest_to_argparse(argv: list[str]) -> None:
+    assert cli._fast_args(argv) is None
+
+
+def test_grep_arguments_pass_through_untouched() -> None:
+    assert cli._split_grep(["--as", "bob", "grep", "-i", "--as", "x"]) == (
+        ["--as", "bob", "grep"], ["-i", "--as", "x"])
+    assert cli._split_grep(["cat", "notes/grep"]) == (["cat", "notes/grep"], None)

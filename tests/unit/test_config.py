@@ -1,0 +1,74 @@
+"""Config validation: every mistake names the key and the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memfs.config import load_config, parse_config
+from memfs.errors import ConfigError
+
+GOOD: dict[str, Any] = {
+    "root": "/var/lib/memfs",
+    "stores": {"oncall-notes": {}, "payments": {}},
+    "agents": {
+        "oncall": {"uid": 2001, "stores": {"oncall-notes": "read_write", "payments": "read"}},
+        "reviewer": {"uid": 2002, "stores": {"oncall-notes": "read"}},
+    },
+}
+
+
+def with_(**changes: Any) -> dict[str, Any]:
+    return {**GOOD, **changes}
+
+
+def test_good_config_and_defaults() -> None:
+    config = parse_config(GOOD)
+    assert config.mount == Path("/memory")
+    assert config.max_file_size == 16 * 1024 * 1024
+    assert config.agent_for_uid(2002) == "reviewer"
+    assert config.agent_for_uid(9) is None
+    assert config.access("oncall", "payments") == "read"
+    assert config.access("reviewer", "payments") is None
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (with_(rooot="/x"), "rooot: unknown key"),
+        (with_(root="relative/dir"), "root: must be an absolute path"),
+        ({k: v for k, v in GOOD.items() if k != "root"}, "root: Field required"),
+        (with_(agents={"a": {"uid": 1, "stores": {"paymnts": "read"}}}),
+         "agents.a.stores.paymnts: no such store"),
+        (with_(agents={"a": {"uid": 1}, "b": {"uid": 1}}), "uid 1 is already used by agent 'a'"),
+        (with_(stores={"bad/name": {}}), "bad store name 'bad/name'"),
+        (with_(stores={"..": {}}), "bad store name"),
+        (with_(agents={"a b": {"uid": 1}}), "bad agent name 'a b'"),
+        (with_(agents={"a": {"uid": -1}}), "agents.a.uid"),
+        (with_(agents={"a": {"uid": 5, "stores": {"payments": "write"}}}),
+         "agents.a.stores.payments"),
+        (with_(agents={"a": {"uid": 5, "color": "red"}}), "agents.a.color: unknown key"),
+        (with_(max_file_size=0), "max_file_size"),
+        (with_(delegates="root"), "delegates"),
+        (with_(mount="/var/lib/memfs/mnt"), "mount: must not be inside root"),
+        (with_(jail={"uid": 0}), "jail.uid"),
+    ],
+)
+def test_bad_configs_name_the_key(data: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data)
+    assert fragment in str(caught.value)
+
+
+def test_load_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("root = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+    good = tmp_path / "good.toml"
+    good.write_text('root = "/srv/m"\n[stores.a]\n[agents.x]\nuid = 7\nstores = { a = "read" }\n')
+    assert load_config(good).agents["x"].stores == {"a": "read"}

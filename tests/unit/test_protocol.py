@@ -1,0 +1,93 @@
+"""The wire protocol without a socket: decoding, validation, encoding."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from control import protocol as p
+from control.client import encode_request
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        (b"not json", "not valid JSON"),
+        (b"\xff\xfe{}", "not valid UTF-8"),
+        (b"[1, 2]", "must be a JSON object"),
+        (b'{"op": "explode"}', "unknown op 'explode'"),
+        (b'{"id": 1}', "unknown op None"),
+        (b'{"op": "read"}', "path: Field required"),
+        (b'{"op": "read", "path": 5}', "path: Input should be a valid string"),
+        (b'{"op": "read", "path": "a/b", "offset": 0}', "offset"),
+        (b'{"op": "read", "path": "a/b", "surprise": 1}', "surprise: Extra inputs"),
+        (b'{"op": "write", "path": "a/b"}', "exactly one of content"),
+        (b'{"op": "write", "path": "a/b", "content": "x", "sed": ["p"]}', "exactly one of"),
+        (b'{"op": "write", "path": "a/b", "sed": ["p"], "append": true}', "append cannot"),
+        (b'{"op": "write", "path": "a/b", "content": "x", "force": "yes"}', "force"),
+        (b'{"op": "search", "args": []}', "args"),
+        (b'{"op": "list", "patterns": "x"}', "patterns"),
+        (b'{"op": "delete", "path": "a/b", "as_agent": 7}', "as_agent"),
+    ],
+)
+def test_bad_requests_name_the_problem(line: bytes, fragment: str) -> None:
+    with pytest.raises(p.ProtocolError) as caught:
+        p.decode_request(line)
+    assert caught.value.code == "invalid"
+    assert fragment in caught.value.message
+
+
+def test_error_keeps_request_id() -> None:
+    with pytest.raises(p.ProtocolError) as caught:
+        p.decode_request(b'{"op": "read", "id": 42}')
+    assert caught.value.request_id == 42
+
+
+def test_deeply_nested_json_is_an_error_not_a_crash() -> None:
+    with pytest.raises(p.ProtocolError):
+        p.decode_request(b"[" * 100000 + b"]" * 100000)
+
+
+@pytest.mark.parametrize(
+    ("op", "fields", "model"),
+    [
+        ("list", {"patterns": ["notes/**/*.md"]}, p.ListRequest),
+        ("read", {"path": "notes/a.md", "offset": 3, "limit": 2}, p.ReadRequest),
+        ("read", {"path": "notes/a.md", "encoding": "base64"}, p.ReadRequest),
+        ("write", {"path": "n/a", "content": "hé", "append": True, "force": False}, p.WriteRequest),
+        ("write", {"path": "n/a", "content_b64": "AAE=", "append": False, "force": True},
+         p.WriteRequest),
+        ("write", {"path": "n/a", "sed": ["s/a/b/"], "force": False}, p.WriteRequest),
+        ("delete", {"path": "n/a", "force": True}, p.DeleteRequest),
+        ("stat", {"path": "n/a"}, p.StatRequest),
+        ("search", {"args": ["-i", "x"]}, p.SearchRequest),
+        ("whoami", {}, p.WhoamiRequest),
+    ],
+)
+def test_client_requests_validate_against_the_models(
+    op: str, fields: dict[str, object], model: type
+) -> None:
+    request = p.decode_request(encode_request(op, 7, "bob", **fields))
+    assert isinstance(request, model)
+    assert request.id == 7
+    assert request.as_agent == "bob"
+
+
+def test_base64_content_round_trips_and_bad_base64_is_invalid() -> None:
+    request = p.decode_request(encode_request("write", 1, None, path="n/a", content_b64="AP8="))
+    assert isinstance(request, p.WriteRequest)
+    assert request.data() == b"\x00\xff"
+    bad = p.decode_request(encode_request("write", 1, None, path="n/a", content_b64="!!"))
+    assert isinstance(bad, p.WriteRequest)
+    with pytest.raises(p.ProtocolError):
+        bad.data()
+
+
+def test_replies_are_single_json_lines() -> None:
+    ok = p.encode_ok(3, {"text": "a\nb"})
+    assert ok.endswith(b"\n") and ok.count(b"\n") == 1
+    assert json.loads(ok) == {"id": 3, "ok": True, "result": {"text": "a\nb"}}
+    err = json.loads(p.encode_error(None, "conflict", "stale", {"current_digest": "x"}))
+    assert err["error"] == {"code": "conflict", "message": "stale",
+                            "details": {"current_digest": "x"}}
