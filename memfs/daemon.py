@@ -76,6 +76,7 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
     """Serve until SIGINT/SIGTERM. Returns after everything is torn down."""
     engine = Engine(config)
     jail = None
+    listener = None
     try:
         jail = await trio.to_thread.run_sync(start_jail, config)
         dispatcher = Dispatcher(engine, jail)
@@ -98,7 +99,8 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
                     break
     finally:
         try:
-            config.socket.unlink(missing_ok=True)
+            if listener is not None:  # ours to remove; never another daemon's socket
+                config.socket.unlink(missing_ok=True)
         finally:
             if jail is not None:
                 jail.close()

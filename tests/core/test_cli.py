@@ -102,3 +102,26 @@ def test_client_commands_do_not_import_the_server_stack() -> None:
 def test_help_lists_exit_codes() -> None:
     result = subprocess.run([*MEMFS, "--help"], capture_output=True, text=True, check=True)
     assert "3 conflict" in result.stdout
+
+
+def test_serve_reports_config_errors_naming_the_key(base: object) -> None:
+    from pathlib import Path
+
+    bad = Path(str(base)) / "bad.toml"
+    bad.write_text('root = "/tmp/x"\n[agents.a]\nuid = 7\nstores = { nope = "read" }\n')
+    result = subprocess.run([*MEMFS, "serve", "--config", str(bad)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2
+    assert "agents.a.stores.nope: no such store" in result.stderr
+
+
+def test_second_daemon_on_a_live_socket_is_refused(daemon: Daemon) -> None:
+    from tests.support import dump_toml
+
+    clone = daemon.socket.with_name("clone.toml")
+    clone.write_text(dump_toml({**daemon.config, "mount": daemon.config["mount"] + "-2"}))
+    result = subprocess.run([*MEMFS, "serve", "--no-mount", "--config", str(clone)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "in use by another running daemon" in result.stderr
+    assert memfs_as(UID_A, daemon.socket, "ls").returncode == 0

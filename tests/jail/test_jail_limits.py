@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from jail import Jail, JailLimit
+from jail import Jail, JailLimit, JailSettings
 
 
 @pytest.fixture(scope="module")
@@ -58,3 +60,31 @@ def test_concurrent_calls(jail: Jail, stores: dict[str, Path]) -> None:
         results = list(pool.map(one, range(40)))
     for i, out in enumerate(results):
         assert out == (f"call{i}\n".encode() if i % 2 else b"1\n")
+
+
+def test_memory_limit(make_settings: Callable[..., JailSettings], tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    store.mkdir()
+    (store / "f.txt").write_text("aaaa\n")
+    with Jail.start(make_settings(memory_bytes=64 << 20)) as small:
+        with pytest.raises(JailLimit, match="memory"):
+            small.sed(["H;$!d;x;s/a/bb/g"], b"aaaaaaaa\n" * 4_000_000)
+        huge = ["--regex-size-limit", "1G", "--dfa-size-limit", "1G", r"(\w|aa|.){500}{500}"]
+        with pytest.raises(JailLimit, match="memory"):
+            small.search({"s": store}, huge)
+
+
+def test_no_leak_of_fds_or_processes(jail: Jail, stores: dict[str, Path]) -> None:
+    launcher = jail._process.pid
+
+    def fds() -> int:
+        return len(os.listdir(f"/proc/{launcher}/fd"))
+
+    jail.sed(["p"], b"")
+    before = fds()
+    for _ in range(30):
+        jail.sed(["s/a/b/"], b"a\n")
+        jail.search(stores, ["-c", "alpha"])
+    assert fds() == before
+    children = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
+    assert children == []
