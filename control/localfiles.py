@@ -36,6 +36,23 @@ def destination(dest: str, memfs_path: str) -> str:
     return os.path.abspath(target)
 
 
+def confine(path: str, root: str | None) -> str:
+    """``path`` made absolute: relative to ``root`` if given (else to the working
+    directory); with a ``root``, a path that leads outside it, also through symlinks,
+    raises LocalFileError."""
+    path = os.path.expanduser(path)
+    slash = "/" if path.endswith("/") else ""  # "DIR/" means "into DIR": keep it
+    if root is None:
+        return os.path.abspath(path) + slash
+    full = os.path.abspath(os.path.join(root, path))
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(full)
+    if os.path.commonpath([real, real_root]) != real_root:
+        raise LocalFileError(f"{path} is outside {root}, the only local directory this "
+                             "server may read or write")
+    return full + slash if full != "/" else full
+
+
 def save_atomically(target: str, data: bytes, *, make_parents: bool = False) -> None:
     """Write ``data`` to ``target`` via temp file + fsync + rename. Raises LocalFileError."""
     parent = os.path.dirname(target) or "."

@@ -15,6 +15,7 @@ annotations at registration time, and they name objects imported inside build_se
 
 import ipaddress
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -206,8 +207,10 @@ def parse_http(value: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = None) -> int:
-    """Run the MCP server until stdin closes (stdio) or it is interrupted (HTTP)."""
+def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = None,
+             local_dir: str | None = None) -> int:
+    """Run the MCP server until stdin closes (stdio) or it is interrupted (HTTP).
+    ``local_dir`` confines storage_download/storage_upload to one local directory."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(name)s: %(levelname)s: %(message)s")
     address = None
@@ -217,8 +220,14 @@ def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = N
         except ValueError as error:
             print(f"memfs mcp: {error}", file=sys.stderr)
             return 2
+    if local_dir is not None and not os.path.isdir(local_dir):
+        print(f"memfs mcp: --local-dir {local_dir}: not a directory", file=sys.stderr)
+        return 2
+    if local_dir is None and os.geteuid() == 0:
+        log.warning("running as root without --local-dir: storage_download/storage_upload "
+                    "can write and read any local file")
     connection = Connection(socket_path, as_agent)
-    tools = MemoryTools(connection)
+    tools = MemoryTools(connection, local_dir and os.path.abspath(local_dir))
     try:
         try:
             instructions = instructions_for(tools)

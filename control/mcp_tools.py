@@ -31,7 +31,13 @@ from control.client import (
     PermissionDeniedError,
     TooLargeError,
 )
-from control.localfiles import LocalFileError, destination, read_local, save_atomically
+from control.localfiles import (
+    LocalFileError,
+    confine,
+    destination,
+    read_local,
+    save_atomically,
+)
 
 T = TypeVar("T")
 
@@ -232,8 +238,9 @@ class MemoryTools:
     """The six storage tools; each method is synchronous, never raises, and returns a
     ToolOutcome. Thread-safe (the Client serializes requests)."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, local_dir: str | None = None) -> None:
         self.conn = connection
+        self.local_dir = local_dir  # download/upload stay inside it when set
 
     # -- shared error handling ---------------------------------------------------------
 
@@ -390,7 +397,7 @@ class MemoryTools:
 
     def download(self, path: str, dest: str) -> ToolOutcome:
         def body() -> ToolOutcome:
-            target = destination(dest, path)
+            target = confine(destination(confine(dest, self.local_dir), path), self.local_dir)
             data, meta = self.conn.run(lambda c: c.read_bytes(path), idempotent=True)
             save_atomically(target, data, make_parents=True)
             shown = meta.get("path") or path
@@ -406,7 +413,7 @@ class MemoryTools:
 
     def upload(self, src: str, path: str, force: bool = False) -> ToolOutcome:
         def body() -> ToolOutcome:
-            data = read_local(src)
+            data = read_local(confine(src, self.local_dir))
             result = self.conn.run(lambda c: c.write(path, data, force=force),
                                    idempotent=False)
             verb = "created" if result.get("created") else "replaced"

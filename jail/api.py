@@ -60,10 +60,13 @@ class _Run:
 class Jail:
     """Runs rg and sed under the policy, through one launcher process."""
 
-    def __init__(self, settings: JailSettings, control: socket.socket, process: Any) -> None:
+    def __init__(
+        self, settings: JailSettings, control: socket.socket, process: subprocess.Popen[bytes]
+    ) -> None:
+        """Use :meth:`start`."""
         self.settings = settings
         self._control = control
-        self._process: subprocess.Popen[bytes] = process
+        self._process = process
         self._send_lock = threading.Lock()
         self._closed = False
 
@@ -96,6 +99,7 @@ class Jail:
                 pass_fds=[theirs.fileno()],
                 env={"PYTHONPATH": package_parent, "PATH": os.defpath},
                 stdin=subprocess.DEVNULL,
+                cwd="/",
                 start_new_session=True,  # terminal signals are not for the launcher
             )
         jail = cls(settings, control, process)
@@ -332,7 +336,7 @@ def _tools(settings: JailSettings) -> dict[str, Tool]:
         **common,  # type: ignore[arg-type]
     )
     sed_root = settings.sed_root.resolve()
-    sed = binaries.check_sed_root(sed_root)
+    sed = binaries.check_sed_root(sed_root, settings.sed_path)
     sed_exec = [binaries.SED_IN_ROOT] + ([sed.loader] if sed.loader else [])
     sed_policy = Policy(
         chroot=str(sed_root),

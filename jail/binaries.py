@@ -52,13 +52,13 @@ def needs(binary: Path) -> Needs:
     return Needs(loader, tuple(libraries))
 
 
-def check_sed_root(root: Path) -> Needs:
+def check_sed_root(root: Path, sed_source: Path = Path("/usr/bin/sed")) -> Needs:
     """Make sure ``root`` is a sed jail as built by ``scripts/build-sed-jail``: sed, its
     loader and libraries and the C.UTF-8 locale present, and everything (the root, its
     contents and its ancestors) owned by root and writable by nobody else, with no
     symlink, device, fifo, socket, setuid or setgid file. Returns what sed needs
     (paths inside the root); raises JailUnavailable otherwise."""
-    hint = f"(re)build it with `scripts/build-sed-jail {root}`"
+    hint = f"(re)build it with `scripts/build-sed-jail {root} {sed_source}`"
     if not root.is_dir():
         raise JailUnavailable(f"sed root {root} does not exist: {hint}")
     for ancestor in [root, *root.parents]:

@@ -1,7 +1,8 @@
 """The launcher: a small warm root process that forks, confines and execs each tool.
 
-``Jail.start`` runs ``python -m jail.launcher FD`` once. FD is one end of a
-SOCK_SEQPACKET socketpair; messages are JSON, file descriptors travel with SCM_RIGHTS:
+``Jail.start`` runs :func:`main` once, in a new Python process, passing it FD: one end
+of a SOCK_SEQPACKET socketpair. Messages are JSON; file descriptors travel with
+SCM_RIGHTS:
 
 1. hello (client -> launcher): ``{"tools": {"rg": Tool, "sed": Tool}, "work_dir": ...}``;
    the launcher compiles the seccomp filter, checks Landlock and answers
@@ -86,24 +87,25 @@ class Launcher:
                 deadlines = [job.deadline for job in self.jobs.values() if job.ended is None]
                 timeout = max(0.0, min(deadlines) - now) if deadlines else None
                 for key, _ in self.selector.select(timeout):
-                    if key.data is None:
+                    job: _Job | None = key.data
+                    if job is None:
                         if not self.on_request():
                             return
-                    elif self.jobs.get(key.data.pidfd) is not key.data:
+                    elif self.jobs.get(job.pidfd) is not job:
                         continue  # reaped earlier in this same batch of events
-                    elif key.fileobj is key.data.reply:
-                        self.on_reply_socket(key.data)
+                    elif key.fileobj is job.reply:
+                        self.on_reply_socket(job)
                     else:
-                        self.on_exit(key.data)
+                        self.on_exit(job)
                 now = time.monotonic()
-                for job in list(self.jobs.values()):
-                    if job.ended is None and now >= job.deadline:
-                        self.kill(job, "timeout")
+                for running in list(self.jobs.values()):
+                    if running.ended is None and now >= running.deadline:
+                        self.kill(running, "timeout")
         finally:
-            for job in list(self.jobs.values()):
-                self.kill(job, "cancelled")
-                os.waitpid(job.pid, 0)
-                self.cleanup(job)
+            for left in list(self.jobs.values()):
+                self.kill(left, "cancelled")
+                os.waitpid(left.pid, 0)
+                self.cleanup(left)
 
     def on_request(self) -> bool:
         """Start one job; False when the client closed the control socket."""

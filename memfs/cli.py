@@ -160,7 +160,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from control.mcp_server import main_mcp
 
     return main_mcp(socket_path=args.socket or default_socket(), as_agent=args.as_agent,
-                    http=args.http)
+                    http=args.http, local_dir=args.local_dir)
 
 
 # -- parsing ----------------------------------------------------------------------------
@@ -198,6 +198,8 @@ def _parser() -> argparse.ArgumentParser:
     mcp = add("mcp", cmd_mcp, "run the MCP tool layer over stdio")
     mcp.add_argument("--http", metavar="HOST:PORT",
                      help="serve streamable HTTP on a loopback address instead of stdio")
+    mcp.add_argument("--local-dir", metavar="DIR",
+                     help="confine storage_download/storage_upload to local files under DIR")
     ls = add("ls", cmd_ls, "list files: STORE/PATH per line (globs with **)")
     ls.add_argument("globs", nargs="*", metavar="GLOB")
     cat = add("cat", cmd_cat, "print a file and record its version as seen")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,9 @@ SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 
 
 def server_params(socket: str | os.PathLike[str], *, uid: int | None = None,
-                  as_agent: str | None = None) -> StdioServerParameters:
-    argv = [*MEMFS, "--socket", str(socket), "mcp"]
+                  as_agent: str | None = None, extra: Sequence[str] = ()
+                  ) -> StdioServerParameters:
+    argv = [*MEMFS, "--socket", str(socket), "mcp", *extra]
     if as_agent is not None:
         argv += ["--as", as_agent]
     if uid is not None:
@@ -39,9 +40,10 @@ def server_params(socket: str | os.PathLike[str], *, uid: int | None = None,
 
 @contextlib.asynccontextmanager
 async def mcp_session(socket: str | os.PathLike[str], *, uid: int | None = None,
-                      as_agent: str | None = None) -> AsyncIterator[McpClient]:
+                      as_agent: str | None = None, extra: Sequence[str] = ()
+                      ) -> AsyncIterator[McpClient]:
     """An SDK client connected over stdio to a fresh ``memfs mcp`` subprocess."""
-    params = server_params(socket, uid=uid, as_agent=as_agent)
+    params = server_params(socket, uid=uid, as_agent=as_agent, extra=extra)
     async with McpClient(params, read_timeout_seconds=30) as client:
         yield client
 

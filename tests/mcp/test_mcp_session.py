@@ -223,3 +223,28 @@ async def test_delegate_session_as_alice(daemon: Daemon) -> None:
         info = alice.stat("ops/deleg.md")
         assert info["last_writer"] == "alice"
         assert info["seen"] == info["digest"]  # alice's record, written through the delegate
+
+
+async def test_local_dir_confines_download_and_upload(daemon: Daemon, workdir: Path) -> None:
+    with connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/c.md", "confined\n")
+    (workdir / "escape").symlink_to("/etc")
+    async with mcp_session(daemon.socket, uid=UID_A,
+                           extra=["--local-dir", str(workdir)]) as client:
+        text = await call_ok(client, "storage_download", {"path": "notes/c.md", "dest": "c.md"})
+        assert f"to {workdir}/c.md" in text
+        assert (workdir / "c.md").read_text() == "confined\n"
+        await call_ok(client, "storage_download", {"path": "notes/c.md", "dest": "in/"})
+        assert (workdir / "in" / "c.md").read_text() == "confined\n"
+        (workdir / "c.md").write_text("confined, edited\n")
+        await call_ok(client, "storage_upload", {"src": "c.md", "path": "notes/c.md"})
+        for tool, arguments in [
+            ("storage_download", {"path": "notes/c.md", "dest": "/tmp/c.md"}),
+            ("storage_download", {"path": "notes/c.md", "dest": "../c.md"}),
+            ("storage_download", {"path": "notes/c.md", "dest": "escape/c.md"}),
+            ("storage_upload", {"src": "/etc/hostname", "path": "notes/c.md"}),
+            ("storage_upload", {"src": "escape/hostname", "path": "notes/c.md"}),
+        ]:
+            assert "outside" in await call_error(client, tool, arguments)
+    with connect_as(UID_A, daemon.socket) as alice:
+        assert alice.read("notes/c.md")["text"] == "confined, edited\n"

@@ -1,0 +1,107 @@
+"""Staging: new bytes made durable on the root's filesystem before they are renamed
+into a store, so a commit is one atomic rename and a crash leaves no partial file."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from memfs import backing
+from memfs.errors import InvalidInput
+from memfs.versions import digest_bytes, stamp
+
+
+class Staged:
+    """New bytes, durable in the staging directory, ready to be renamed into place."""
+
+    def __init__(self, staging_fd: int, name: str, digest: str, size: int) -> None:
+        self._staging_fd = staging_fd
+        self.name = name
+        self.digest = digest
+        self.size = size
+        self.moved = False
+
+    def move_to(self, parent: int, name: str) -> None:
+        try:
+            os.rename(self.name, name, src_dir_fd=self._staging_fd, dst_dir_fd=parent)
+        except IsADirectoryError:
+            raise InvalidInput(f"{name!r} is a directory") from None
+        except OSError as error:
+            if error.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise InvalidInput(f"{name!r} is a directory") from None
+            raise
+        self.moved = True
+
+
+class Staging:
+    """This daemon's staging directory on the root's filesystem (so rename is atomic).
+
+    Each daemon stages in its own subdirectory ``ID`` and holds an flock on ``ID.lock``
+    (taken before the directory exists). At start-up, every subdirectory whose lock is
+    free belongs to a dead daemon and is removed, so no staging leftovers survive.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / f"{os.getpid()}-{secrets.token_hex(4)}"
+        lock = self.path.with_name(self.path.name + ".lock")
+        self._lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        for old in directory.iterdir():
+            if not old.name.endswith(".lock") and old != self.path:
+                _remove_if_abandoned(old)
+        self.path.mkdir(mode=0o700)
+        self._fd = os.open(self.path, backing.DIR_FLAGS)
+
+    @contextlib.contextmanager
+    def stage(self, data: bytes, agent: str) -> Iterator[Staged]:
+        """Write ``data`` to a new staged file with its version record, fsynced.
+        The staged file is removed on exit unless it was moved into place."""
+        name = secrets.token_hex(8)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                     backing.FILE_MODE, dir_fd=self._fd)
+        staged = Staged(self._fd, name, digest_bytes(data), len(data))
+        try:
+            try:
+                os.fchmod(fd, backing.FILE_MODE)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                stamp(fd, staged.digest, agent, time.time())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            yield staged
+        finally:
+            if not staged.moved:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.path.with_name(self.path.name + ".lock").unlink(missing_ok=True)
+        os.close(self._lock_fd)
+
+
+def _remove_if_abandoned(directory: Path) -> None:
+    lock = directory.with_name(directory.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = -1  # no lock at all: never a live daemon's (it locks before mkdir)
+    if fd >= 0:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return  # a live daemon owns it
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+    shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Benchmark the read-only mount against the backing directory (run as root).
+
+Starts its own daemon (temporary root, standard test config) and prints, as medians
+of several warm runs:
+
+* open+read+close of 2,000 files of 4 KiB: files/s through the mount vs the backing
+  directory (goal: >= 5,000 files/s through the mount);
+* ``rg -c PATTERN`` over that 2,000-file store: seconds, mount vs backing (goal:
+  ratio <= 8);
+* sequential read of a 64 MiB file: MB/s, mount vs backing (goal: >= 50% native).
+
+The mount is read as agent alice (uid 2001), the backing directory as root (it is
+private to root); both in a fresh child process, timed inside the child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from memfs.daemon import rg_binary  # noqa: E402
+from tests.support import (  # noqa: E402
+    PYTHON,
+    UID_A,
+    Daemon,
+    public_tmpdir,
+    run_as,
+    standard_config,
+)
+
+FILES = 2000
+FILE_SIZE = 4096
+BIG = 64 * 1024 * 1024
+RUNS = 7
+PATTERN = "needle-in-file"
+
+CHILD = r"""
+import json, os, sys, time
+mode, target, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+times = []
+if mode == "files":
+    names = [os.path.join(target, f"f{i:04d}.md") for i in range(int(sys.argv[4]))]
+    for _ in range(runs + 1):  # the first pass warms the caches
+        start = time.perf_counter()
+        for name in names:
+            with open(name, "rb") as handle:
+                handle.read()
+        times.append(time.perf_counter() - start)
+elif mode == "big":
+    buf = bytearray(1024 * 1024)
+    for _ in range(runs + 1):
+        start = time.perf_counter()
+        fd = os.open(target, os.O_RDONLY)
+        with os.fdopen(fd, "rb", buffering=0) as handle:
+            while handle.readinto(buf):
+                pass
+        times.append(time.perf_counter() - start)
+print(json.dumps(times[1:]))
+"""
+
+
+def child(uid: int, *args: str) -> list[float]:
+    argv = [PYTHON, "-c", CHILD, *args]
+    done = (run_as(uid, argv, timeout=600) if uid
+            else subprocess.run(argv, capture_output=True, timeout=600))
+    if done.returncode != 0:
+        raise SystemExit(f"benchmark child failed: {done.stderr.decode()}")
+    times: list[float] = json.loads(done.stdout)
+    return times
+
+
+def rg_times(uid: int, directory: str) -> list[float]:
+    rg = str(rg_binary())
+    times = []
+    for index in range(RUNS + 1):
+        start = time.perf_counter()
+        done = (run_as(uid, [rg, "-c", PATTERN, directory]) if uid
+                else subprocess.run([rg, "-c", PATTERN, directory], capture_output=True))
+        elapsed = time.perf_counter() - start
+        if done.returncode != 0 or len(done.stdout.splitlines()) != FILES // 10:
+            raise SystemExit(f"rg failed or miscounted: {done.returncode} {done.stderr!r}")
+        if index:
+            times.append(elapsed)
+    return times
+
+
+def plant(base: Path) -> tuple[Path, Path]:
+    files = base / "root" / "stores" / "notes" / "bench"
+    files.mkdir(parents=True)
+    for i in range(FILES):
+        line = f"file {i} {PATTERN}\n" if i % 10 == 0 else f"file {i} hay\n"
+        data = (line * (FILE_SIZE // len(line) + 1)).encode()[:FILE_SIZE]
+        (files / f"f{i:04d}.md").write_bytes(data)
+    big = base / "root" / "stores" / "ops" / "big.bin"
+    big.parent.mkdir(parents=True, exist_ok=True)
+    with open(big, "wb") as handle:
+        for _ in range(BIG // (1024 * 1024)):
+            handle.write(os.urandom(1024 * 1024))
+    for path in [files, *files.iterdir(), big, big.parent, files.parent]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return files, big
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print("run as root (the benchmark reads the mount as uid 2001)", file=sys.stderr)
+        return 2
+    base = public_tmpdir("memfs-bench-")
+    try:
+        config = standard_config(base)
+        files, big = plant(base)
+        daemon = Daemon(config, mount=True).start()
+        mount = Path(config["mount"])
+        try:
+            m_files = child(UID_A, "files", str(mount / "notes" / "bench"), str(RUNS), str(FILES))
+            n_files = child(0, "files", str(files), str(RUNS), str(FILES))
+            m_rg = rg_times(UID_A, str(mount / "notes" / "bench"))
+            n_rg = rg_times(0, str(files))
+            m_big = child(UID_A, "big", str(mount / "ops" / "big.bin"), str(RUNS))
+            n_big = child(0, "big", str(big), str(RUNS))
+        finally:
+            daemon.stop()
+        fm, fn = FILES / statistics.median(m_files), FILES / statistics.median(n_files)
+        rm, rn = statistics.median(m_rg), statistics.median(n_rg)
+        bm = BIG / statistics.median(m_big) / 1e6
+        bn = BIG / statistics.median(n_big) / 1e6
+        print(f"open+read+close {FILES} x {FILE_SIZE // 1024} KiB (warm, median of {RUNS}):")
+        print(f"  mount   {fm:10.0f} files/s   {'OK' if fm >= 5000 else 'BELOW GOAL'}"
+              " (goal >= 5000)")
+        print(f"  backing {fn:10.0f} files/s")
+        print(f"rg -c {PATTERN} over {FILES} files (warm, median of {RUNS}):")
+        print(f"  mount   {rm * 1000:10.1f} ms")
+        print(f"  backing {rn * 1000:10.1f} ms")
+        print(f"  ratio   {rm / rn:10.2f}       {'OK' if rm / rn <= 8 else 'ABOVE GOAL'}"
+              " (goal <= 8)")
+        print(f"sequential read of {BIG >> 20} MiB (warm, median of {RUNS}):")
+        print(f"  mount   {bm:10.0f} MB/s   ({bm / bn:.0%} of native; "
+              f"{'OK' if bm >= bn / 2 else 'BELOW GOAL'}, goal >= 50%)")
+        print(f"  backing {bn:10.0f} MB/s")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
