@@ -227,7 +227,7 @@ def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = N
         log.warning("running as root without --local-dir: storage_download/storage_upload "
                     "can write and read any local file")
     connection = Connection(socket_path, as_agent)
-    tools = MemoryTools(connection, local_dir and os.path.abspath(local_dir))
+    tools = MemoryTools(connection, os.path.abspath(local_dir) if local_dir else None)
     try:
         try:
             instructions = instructions_for(tools)

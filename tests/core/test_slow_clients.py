@@ -43,6 +43,7 @@ def test_stuck_clients_do_not_block_others(daemon: Daemon) -> None:
             assert time.monotonic() - start < 10
     finally:
         for sock in stuck:
+            sock.shutdown(socket.SHUT_RDWR)  # wakes the flooding thread's blocked send
             sock.close()
         flooding.join(10)
     with connect_as(UID_B, daemon.socket) as bob:  # and the daemon is fine afterwards
