@@ -104,6 +104,18 @@ class Client:
     def close(self) -> None:
         self._sock.close()
 
+    def peer_closed(self) -> bool:
+        """True if the daemon closed this connection (e.g. it restarted). The daemon
+        never sends unprompted, so a readable socket between calls means EOF.
+        Never blocks."""
+        try:
+            peeked = self._sock.recv(1, _socket.MSG_PEEK | _socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        return peeked == b""
+
     def _readline(self) -> bytes:
         """The next reply line without its newline; b"" if the daemon hung up."""
         chunks = [self._pending]

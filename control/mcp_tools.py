@@ -13,7 +13,6 @@ what the model sees.
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -158,21 +157,6 @@ def when(at: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
-def _peer_closed(client: Client) -> bool:
-    """True if the daemon closed this connection (it never sends unprompted, so a
-    readable socket between calls means EOF). Never blocks."""
-    sock: Any = getattr(client, "_sock", None)  # Client has no public liveness check
-    if sock is None:
-        return False
-    try:
-        peeked: bytes = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    return peeked == b""
-
-
 class Connection:
     """One control-socket Client, opened lazily and reopened when the daemon restarts.
 
@@ -190,7 +174,7 @@ class Connection:
 
     def _get(self) -> Client:
         with self._lock:
-            if self._client is not None and _peer_closed(self._client):
+            if self._client is not None and self._client.peer_closed():
                 self._discard_locked()
             if self._client is None:
                 self._client = self._factory(self.socket_path, self.as_agent)

@@ -67,8 +67,8 @@ from memfs.paths import MAX_NAME_BYTES, MemPath
 log = logging.getLogger("memfs.mount")
 
 ROOT = pyfuse3.ROOT_INODE
-ENTRY_TIMEOUT = 2.0  # files and directories below a store
-ATTR_TIMEOUT = 2.0
+ENTRY_TIMEOUT = 5.0  # files and directories below a store
+ATTR_TIMEOUT = 5.0
 ROOT_ATTR_TIMEOUT = 1.0  # the root's own attributes (same for every agent)
 INLINE_OPEN_LIMIT = 1024 * 1024  # bigger files are pinned in a worker thread
 BLKSIZE = 128 * 1024  # preferred I/O size reported to tools (cat, Python buffers)

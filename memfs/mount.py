@@ -30,6 +30,9 @@ log = logging.getLogger("memfs.mount")
 
 MOUNT_OPTIONS = frozenset({"fsname=memfs", "subtype=memfs", "allow_other", "ro", "noatime"})
 MNT_DETACH = 2
+# pyfuse3 reader tasks: hot handlers never await, so one task serves them back to
+# back; more are spawned only while a handler awaits a worker thread (big files).
+MIN_TASKS, MAX_TASKS = 1, 32
 _STALE = (errno.ENOTCONN, errno.ECONNABORTED)
 
 
@@ -132,7 +135,7 @@ async def serve_mount(engine: Engine, mountpoint: Path, *,
     try:
         log.info("mounted %s (read-only, per-agent view)", mountpoint)
         task_status.started()
-        await pyfuse3.main()
+        await pyfuse3.main(min_tasks=MIN_TASKS, max_tasks=MAX_TASKS)
         # main() returns only when the kernel ended the session (someone unmounted us).
         raise MountError(f"{mountpoint} was unmounted from outside the daemon")
     finally:

@@ -80,8 +80,10 @@ def test_root_uid_is_refused(make_settings: Callable[..., JailSettings]) -> None
         make_settings(uid=0)
 
 
-def test_close_and_launcher_death(make_settings: Callable[..., JailSettings]) -> None:
-    jail = Jail.start(make_settings())
+def test_close_and_launcher_death(
+    make_settings: Callable[..., JailSettings], tmp_path: Path
+) -> None:
+    jail = Jail.start(make_settings(work_dir=tmp_path))  # SIGKILL leaves its folder
     assert jail.sed(["s/a/b/"], b"a\n") == b"b\n"
     os.kill(jail._process.pid, signal.SIGKILL)
     jail._process.wait()

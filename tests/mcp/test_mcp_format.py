@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from control import mcp_tools as t
-from control.client import ConflictError, ConnectionFailed
+from control.client import Client, ConflictError, ConnectionFailed
 from control.mcp_server import parse_http
 
 
@@ -110,6 +110,8 @@ class FakeClient:
         self.closed = True
         self._sock.close()
         self.peer.close()
+
+    peer_closed = Client.peer_closed  # the real check, on this socketpair
 
 
 def test_connection_reopens_a_closed_socket_and_retries_reads() -> None:
