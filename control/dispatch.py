@@ -10,9 +10,10 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from control import protocol as p
+from jail import Jail
 from memfs.engine import Engine, Pinned
 from memfs.errors import (
     Conflict,
@@ -25,20 +26,6 @@ from memfs.errors import (
 from memfs.paths import MemPath, parse_path
 
 log = logging.getLogger("memfs.control")
-
-
-class SearchOutcome(Protocol):
-    output: bytes
-    exit_code: int
-    truncated: bool
-    stderr: str
-
-
-class Tools(Protocol):
-    """What dispatch needs from the jail (jail.Jail satisfies it)."""
-
-    def search(self, stores: Any, args: Any) -> SearchOutcome: ...
-    def sed(self, scripts: Any, data: bytes) -> bytes: ...
 
 
 _CODES: list[tuple[type[BaseException], str]] = [
@@ -64,7 +51,7 @@ def _jail_codes() -> list[tuple[type[BaseException], str]]:
 
 
 class Dispatcher:
-    def __init__(self, engine: Engine, tools: Tools | None = None) -> None:
+    def __init__(self, engine: Engine, tools: Jail | None = None) -> None:
         self.engine = engine
         self.tools = tools
         self._codes = _CODES + _jail_codes()
@@ -151,6 +138,7 @@ class Dispatcher:
 
     def _search(self, agent: str, request: p.SearchRequest) -> dict[str, Any]:
         tools = self._require_tools()
+        self._check_search_stores(agent, request.args)
         stores = {name: self.engine.store_dir(name) for name in self.engine.readable_stores(agent)}
         outcome = tools.search(stores, request.args)
         return {
@@ -160,7 +148,16 @@ class Dispatcher:
             "stderr": outcome.stderr,
         }
 
-    def _require_tools(self) -> Tools:
+    def _check_search_stores(self, agent: str, args: list[str]) -> None:
+        """A search naming a store the agent cannot read is permission_denied (the jail,
+        which sees only the readable stores, would call it unknown)."""
+        from jail.rg_args import parse
+
+        command = parse(args, self.engine.config.stores)
+        for store in command.stores:
+            self.engine.check_access(agent, store)
+
+    def _require_tools(self) -> Jail:
         if self.tools is None:
             raise MemfsError("search and sed edits are unavailable: the jail is not running")
         return self.tools

@@ -16,6 +16,7 @@ import trio
 
 from control.dispatch import Dispatcher
 from control.server import ControlServer, SocketInUse, max_line_bytes, open_listener
+from jail import Jail
 from memfs.config import Config, load_config
 from memfs.engine import Engine
 from memfs.errors import ConfigError, MemfsError
@@ -51,13 +52,9 @@ def ensure_sed_root(sed_root: Path) -> None:
         raise MemfsError(f"building the sed jail failed: {done.stderr.strip()}")
 
 
-def start_jail(config: Config):  # type: ignore[no-untyped-def]
+def start_jail(config: Config) -> Jail:
     """Start the jail launcher; raises jail.JailUnavailable with a clear message."""
-    try:
-        from jail import Jail, JailSettings
-    except ImportError:  # TODO(jail): transitional while jail/ lands; remove
-        log.warning("jail package missing: search and sed edits unavailable")
-        return None
+    from jail import JailSettings
 
     sed_root = config.jail.sed_root or config.root / "state" / "sed-root"
     ensure_sed_root(sed_root)
