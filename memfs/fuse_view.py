@@ -53,7 +53,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import pyfuse3
@@ -123,11 +123,12 @@ class DirHandle:
 
 @dataclass
 class _Counters:
+    """How opens were served (for debugging and benchmarks)."""
+
     opens_inline: int = 0
     opens_thread: int = 0
     keep_cache: int = 0
     direct_io: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
 
 
 F = TypeVar("F", bound=Callable[..., Coroutine[Any, Any, Any]])
@@ -195,17 +196,27 @@ class MemoryView(pyfuse3.Operations):
         self._next_fh = itertools.count(1)
         self._lock = threading.Lock()  # node table: the commit listener reads it off-loop
         self._loop_thread: int | None = None
+        # Held around kernel notifications so that none runs after the session closes.
+        self._notify_lock = threading.Lock()
+        self._attached = False
         self.counters = _Counters()
 
     # -- lifecycle (called by memfs.mount) -----------------------------------------
 
     def attach(self) -> None:
         self._loop_thread = threading.get_ident()
+        self._attached = True
         self.engine.commit_listeners.append(self.committed)
 
     def detach(self) -> None:
         with contextlib.suppress(ValueError):
             self.engine.commit_listeners.remove(self.committed)
+        # A commit still finishing in a worker thread may be notifying the kernel:
+        # wait for it (bounded: it can only block on a read we no longer answer).
+        locked = self._notify_lock.acquire(timeout=5)
+        self._attached = False
+        if locked:
+            self._notify_lock.release()
         for handle in self._handles.values():
             with contextlib.suppress(OSError):
                 os.close(handle.fd)
@@ -599,6 +610,11 @@ class MemoryView(pyfuse3.Operations):
             self._invalidate(path)
 
     def _invalidate(self, path: MemPath) -> None:
+        with self._notify_lock:
+            if self._attached:
+                self._notify(path)
+
+    def _notify(self, path: MemPath) -> None:
         node = self._by_key.get((path.store, path.parts, False))
         parent = self._by_key.get((path.store, path.parts[:-1], True))
         if node is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from control.client import Client
-from tests.mount.conftest import Mounted, mount_config, start_mounted, stop_mounted
+from tests.mount.conftest import Mounted, mount_config, stop_mounted
 from tests.support import UID_A, UID_C, Daemon, connect_as, public_tmpdir, run_as
 
 
@@ -108,8 +108,10 @@ def test_hashing_a_big_planted_file_does_not_stall_the_socket(fresh_mount: Mount
     latencies: list[float] = []
     done = threading.Event()
 
+    client = connect_as(UID_A, fresh_mount.socket)  # seteuid is process-wide: not in a thread
+
     def ping() -> None:
-        with connect_as(UID_A, fresh_mount.socket) as client:
+        with client:
             while not done.is_set():
                 started = time.monotonic()
                 client.whoami()

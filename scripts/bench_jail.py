@@ -1,0 +1,209 @@
+"""Benchmarks of the jail (search and sed edits through a real daemon and client); each
+figure is printed next to its baseline measured in the same run, interleaved.
+
+Run as root: `scripts/bench` or `.venv/bin/python scripts/bench_jail.py [--n N]`.
+
+(a) jailed search through a connected client over a 2,000-file store (4 KiB files in
+    20 directories) vs raw `rg` on the backing directory with the same pattern and
+    the same output destination (a pipe read to the end), warm cache, median of N;
+(b) a sed edit through the client vs a versioned replace of the same bytes through
+    the client plus two bare `sed --sandbox` launches;
+(c) the jail's own start cost per call: jailed `sed --sandbox -n p` on empty input vs
+    the same sed run unjailed from the same warm Python process (fork + exec).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from control.client import Client
+from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
+
+FILES = 2000
+DIRS = 20
+FILE_SIZE = 4096
+MARKER = "memfs-bench-marker"  # one line of every file
+NO_MATCH = "zq9xj-never-present"
+RG = Path(sys.executable).parent / "rg"
+SED = shutil.which("sed") or "/usr/bin/sed"
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def interleaved(
+    n: int, ours: Callable[[], object], base: Callable[[], object]
+) -> tuple[list[float], list[float]]:
+    """Both alternately (so they see the same machine state); ``n`` samples each after
+    three warm-up rounds."""
+    for _ in range(3):
+        ours()
+        base()
+    a: list[float] = []
+    b: list[float] = []
+    for i in range(n):
+        if i % 2:
+            a.append(timed(ours))
+            b.append(timed(base))
+        else:
+            b.append(timed(base))
+            a.append(timed(ours))
+    return a, b
+
+
+def file_text(i: int) -> str:
+    line = f"line of note {i:05d}: the payments queue was slow again, see runbook\n"
+    text = f"# note {i}\n{MARKER} {i}\n"
+    while len(text) + len(line) <= FILE_SIZE:
+        text += line
+    return text + "x" * (FILE_SIZE - len(text) - 1) + "\n"
+
+
+def fill_store(client: Client) -> None:
+    for i in range(FILES):
+        client.write(f"notes/bench/d{i % DIRS:02d}/n{i:05d}.md", file_text(i))
+
+
+def raw_rg(stores_dir: Path, args: list[str]) -> Callable[[], bytes]:
+    """Raw rg with its defaults, from the stores directory so that its output paths
+    are the same ``notes/...`` ones; stdout to a pipe read fully."""
+    argv = [str(RG), *args, "notes"]
+
+    def run() -> bytes:
+        done = subprocess.run(argv, cwd=stores_dir, stdout=subprocess.PIPE, check=False)
+        assert done.returncode in (0, 1), done.returncode
+        return done.stdout
+
+    return run
+
+
+def jailed_rg(client: Client, args: list[str]) -> Callable[[], bytes]:
+    def run() -> bytes:
+        result = client.search([*args, "notes"])
+        assert result["exit_code"] in (0, 1), result
+        return str(result["output"]).encode()
+
+    return run
+
+
+def bench_search(client: Client, stores_dir: Path, n: int) -> None:
+    print(f"(a) search over {FILES} files of {FILE_SIZE} B in {DIRS} dirs, median of {n}:")
+    for label, args in (
+        ("no match, plain", [NO_MATCH]),
+        ("no match, -c", ["-c", NO_MATCH]),
+        ("every file, plain", [MARKER]),
+        ("every file, -c", ["-c", MARKER]),
+    ):
+        ours_fn, base_fn = jailed_rg(client, args), raw_rg(stores_dir, args)
+        same = sorted(ours_fn().splitlines()) == sorted(base_fn().splitlines())
+        ours, base = interleaved(n, ours_fn, base_fn)
+        ratio = median_ms(ours) / median_ms(base)
+        verdict = "ok" if ratio <= 1.3 else "MISSED"
+        print(
+            f"    {label:18s} jailed via client {median_ms(ours):6.2f} ms; raw rg "
+            f"{median_ms(base):6.2f} ms; ratio {ratio:.2f} (goal <= 1.3: {verdict})"
+            f"{'' if same else '  [outputs differ!]'}"
+        )
+
+
+def bench_edit(client: Client, n: int) -> None:
+    path = "notes/bench/edit.md"
+    content = ("alpha beta gamma\n" * 8).encode()
+    client.write(path, content, force=True)
+    client.read(path)
+    sed = [SED, "--sandbox", "-e", "s/a/b/"]
+
+    def ours() -> None:
+        client.edit(path, ["s/a/b/"])
+
+    def base() -> None:
+        client.write(path, content)  # a versioned replace of the same bytes
+        for _ in range(2):
+            subprocess.run(sed, input=content, stdout=subprocess.PIPE, check=True)
+
+    a, b = interleaved(n, ours, base)
+    ratio = median_ms(a) / median_ms(b)
+    verdict = "ok" if ratio <= 1.0 else "MISSED"
+    print(
+        f"(b) sed edit via client: median {median_ms(a):.2f} ms; versioned replace + 2 bare "
+        f"`sed --sandbox`: {median_ms(b):.2f} ms; ratio {ratio:.2f} (goal <= 1.0: {verdict})"
+    )
+
+
+def bench_start_cost(n: int) -> None:
+    """In this process: a Jail like the daemon's, jailed `sed -n p` on empty input vs
+    the same sed run unjailed by a plain fork + exec from this process."""
+    from jail import Jail, JailSettings
+
+    root = public_tmpdir("memfs-bench-sed-")
+    try:
+        sed_root = root / "sed-root"
+        subprocess.run(
+            [str(Path(__file__).resolve().parent / "build-sed-jail"), str(sed_root)],
+            check=True,
+            capture_output=True,
+        )
+        settings = JailSettings(rg_path=RG, sed_root=sed_root)
+        with Jail.start(settings) as jail:
+            argv = [str(sed_root / "bin" / "sed"), "--sandbox", "-n", "p"]
+            env = {"PATH": "/nonexistent", "LC_ALL": "C.UTF-8"}
+
+            def jailed() -> None:
+                jail.sed(["p"], b"")
+
+            def bare() -> None:
+                subprocess.run(argv, input=b"", stdout=subprocess.PIPE, env=env, check=True)
+
+            a, b = interleaved(n, jailed, bare)
+            print(
+                f"(c) jail start cost: jailed `sed --sandbox -n p` (empty input) "
+                f"{median_ms(a):.2f} ms; same sed unjailed (subprocess.run) "
+                f"{median_ms(b):.2f} ms; jail's own cost per call "
+                f"{median_ms(a) - median_ms(b):+.2f} ms"
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=31, help="samples per figure")
+    parser.add_argument("--only", choices=["a", "b", "c"], help="run one part")
+    options = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench_jail: run as root")
+    base = public_tmpdir("memfs-bench-jail-")
+    try:
+        config = standard_config(base)
+        if options.only in (None, "a", "b"):
+            with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as client:
+                if options.only in (None, "a"):
+                    fill_store(client)
+                    bench_search(client, Path(config["root"]) / "stores", options.n)
+                if options.only in (None, "b"):
+                    bench_edit(client, options.n)
+        if options.only in (None, "c"):
+            bench_start_cost(options.n)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
