@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import trio
 
 from control.dispatch import Dispatcher
 from control.server import ControlServer, SocketInUse, max_line_bytes, open_listener
-from jail import Jail
+from jail import Jail, JailError, JailSettings
 from memfs.config import Config, load_config
 from memfs.engine import Engine
 from memfs.errors import ConfigError, MemfsError
@@ -45,8 +46,6 @@ def ensure_sed_root(sed_root: Path) -> None:
         raise MemfsError(f"the sed jail {sed_root} is missing; build it with "
                          "scripts/build-sed-jail")
     log.info("building the sed jail in %s", sed_root)
-    import subprocess
-
     done = subprocess.run([str(BUILD_SED_JAIL), str(sed_root)], capture_output=True, text=True)
     if done.returncode != 0:
         raise MemfsError(f"building the sed jail failed: {done.stderr.strip()}")
@@ -54,8 +53,6 @@ def ensure_sed_root(sed_root: Path) -> None:
 
 def start_jail(config: Config) -> Jail:
     """Start the jail launcher; raises jail.JailUnavailable with a clear message."""
-    from jail import JailSettings
-
     sed_root = config.jail.sed_root or config.root / "state" / "sed-root"
     ensure_sed_root(sed_root)
     settings = JailSettings(
@@ -114,11 +111,6 @@ def _sole_error(error: BaseException) -> BaseException:
 def main_serve(*, config_path: str | None, demo: bool, mount: bool,
                socket_path: str | None) -> int:
     """Entry point of ``memfs serve``; returns the process exit code."""
-    try:
-        from jail.errors import JailError
-    except ImportError:  # TODO(jail): transitional
-        JailError = MemfsError  # type: ignore[misc,assignment]
-
     logging.basicConfig(level=logging.INFO, format="memfs: %(message)s", stream=sys.stderr)
     banner = None
     try:
