@@ -150,11 +150,12 @@ class Dispatcher:
 
     def _check_search_stores(self, agent: str, args: list[str]) -> None:
         """A search naming a store the agent cannot read is permission_denied (the jail,
-        which sees only the readable stores, would call it unknown)."""
+        which sees only the readable stores, would call it unknown). No path (or
+        /memory) means every store the agent may read: nothing to refuse."""
         from jail.rg_args import parse
 
         command = parse(args, self.engine.config.stores)
-        for store in command.stores:
+        for store in command.named:
             self.engine.check_access(agent, store)
 
     def _require_tools(self) -> Jail:

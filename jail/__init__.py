@@ -2,11 +2,19 @@
 
 Public API: :class:`Jail` (``start``, ``search``, ``sed``, ``close``), its settings and
 result types, and the exceptions. ``jail.policy`` holds the policy model and ``apply``.
+
+The names are imported lazily: the launcher process (``jail.launcher``) imports this
+package too, and must not load pydantic, which would make each of its forks slower.
 """
 
-from jail.api import Jail, SearchResult
-from jail.errors import BadArguments, JailError, JailLimit, JailUnavailable, ToolFailed
-from jail.settings import JailSettings
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jail.api import Jail, SearchResult
+    from jail.errors import BadArguments, JailError, JailLimit, JailUnavailable, ToolFailed
+    from jail.settings import JailSettings
 
 __all__ = [
     "BadArguments",
@@ -18,3 +26,25 @@ __all__ = [
     "SearchResult",
     "ToolFailed",
 ]
+
+_WHERE = {
+    "Jail": "jail.api",
+    "SearchResult": "jail.api",
+    "JailSettings": "jail.settings",
+    "BadArguments": "jail.errors",
+    "JailError": "jail.errors",
+    "JailLimit": "jail.errors",
+    "JailUnavailable": "jail.errors",
+    "ToolFailed": "jail.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jail' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

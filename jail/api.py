@@ -1,11 +1,14 @@
 """The public face of the jail: ``Jail.start``, ``search``, ``sed``, ``close``.
 
 Calls are synchronous and thread-safe; each one costs a fork of the warm launcher
-process (see ``jail.launcher``) plus the tool's own run.
+process (see ``jail.launcher``) plus the tool's own run. If the launcher dies (killed,
+crashed), the next call starts a new one, once, and goes on; a call that was running
+in the dead launcher fails with JailError.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -22,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from jail import binaries, landlock, rg_args, sed_script
+from jail import binaries, landlock, rg_args, seccomp, sed_script
 from jail.errors import BadArguments, JailError, JailLimit, JailUnavailable, ToolFailed
 from jail.launcher import EXEC_FAILED, MAX_FDS, Tool
 from jail.policy import Limits, Policy
@@ -61,14 +64,23 @@ class Jail:
     """Runs rg and sed under the policy, through one launcher process."""
 
     def __init__(
-        self, settings: JailSettings, control: socket.socket, process: subprocess.Popen[bytes]
+        self,
+        settings: JailSettings,
+        control: socket.socket,
+        process: subprocess.Popen[bytes],
+        tools: dict[str, Tool] | None = None,
     ) -> None:
         """Use :meth:`start`."""
         self.settings = settings
         self._control = control
         self._process = process
+        self._tools = tools or {}
         self._send_lock = threading.Lock()
+        self._life_lock = threading.Lock()  # (re)starting and closing the launcher
         self._closed = False
+        self.restarts = 0  # launchers started after the first one
+        # rg's own default is one thread per CPU (at most 12); ours is capped too.
+        self._threads = max(1, min(settings.max_threads, len(os.sched_getaffinity(0))))
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -91,34 +103,45 @@ class Jail:
         if not _seccomp_available():
             raise JailUnavailable("seccomp filters are not available on this kernel")
         tools = _tools(settings)
-        control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        package_parent = str(Path(__file__).resolve().parent.parent)
-        with theirs:
-            process = subprocess.Popen(
-                [sys.executable, "-c", _LAUNCHER_MAIN, str(theirs.fileno())],
-                pass_fds=[theirs.fileno()],
-                env={"PYTHONPATH": package_parent, "PATH": os.defpath},
-                stdin=subprocess.DEVNULL,
-                cwd="/",
-                start_new_session=True,  # terminal signals are not for the launcher
-            )
-        jail = cls(settings, control, process)
+        control, process = _spawn_launcher(settings, tools)
+        jail = cls(settings, control, process, tools)
         try:
-            hello = {
-                "tools": {name: tool.model_dump(mode="json") for name, tool in tools.items()},
-                "work_dir": str(settings.work_dir) if settings.work_dir else None,
-            }
-            control.send(json.dumps(hello).encode())
-            control.settimeout(30)
-            answer = json.loads(control.recv(65536) or b"{}")
-            control.settimeout(None)
-            if not answer.get("ok"):
-                raise JailUnavailable(f"jail launcher: {answer.get('error', 'no answer')}")
             jail._self_test()
         except BaseException:
             jail.close()
             raise
         return jail
+
+    @property
+    def launcher_pid(self) -> int:
+        """The pid of the current launcher process."""
+        return self._process.pid
+
+    def _ensure_launcher(self, failed: subprocess.Popen[bytes] | None = None) -> None:
+        """Start a new launcher if the current one is dead (or is ``failed``, which the
+        caller found unreachable). Raises JailError if the jail is closed, or the new
+        launcher does not start."""
+        with self._life_lock:
+            if self._closed:
+                raise JailError("the jail is closed")
+            current = self._process
+            if current.poll() is None and current is not failed:
+                return
+            if failed is not None and current is not failed:
+                return  # another thread replaced it already
+            with contextlib.suppress(OSError):
+                self._control.close()
+            if current.poll() is None:
+                current.kill()
+            current.wait()
+            try:
+                control, process = _spawn_launcher(self.settings, self._tools)
+            except JailError:
+                raise
+            except Exception as error:
+                raise JailError(f"cannot restart the jail launcher: {error}") from error
+            self._control, self._process = control, process
+            self.restarts += 1
 
     def _self_test(self) -> None:
         try:
@@ -133,15 +156,16 @@ class Jail:
 
     def close(self) -> None:
         """Stop the launcher (it kills any tool still running). Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._control.close()
-        try:
-            self._process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        with self._life_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._control.close()
+            try:
+                self._process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
 
     def __enter__(self) -> Jail:
         return self
@@ -168,7 +192,9 @@ class Jail:
         for name in stores:
             if name in ("", ".", "..") or "/" in name or "\0" in name:
                 raise BadArguments(f"bad store name {name!r}")
-        command = rg_args.parse(args, stores, self.settings.max_threads)
+        command = rg_args.parse(
+            args, stores, self.settings.max_threads, default_threads=self._threads
+        )
         if len(command.stores) > MAX_FDS - 5:
             raise BadArguments(f"too many stores in one search (at most {MAX_FDS - 5})")
         limit = self.settings.output_limit_bytes
@@ -202,8 +228,7 @@ class Jail:
     ) -> _Run:
         """Send one request to the launcher, feed stdin, collect stdout (up to ``limit``:
         past it the tool is stopped and ``over_limit`` set), stderr and the verdict."""
-        if self._closed:
-            raise JailError("the jail is closed")
+        self._ensure_launcher()
         reply_sock, reply_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
@@ -213,15 +238,12 @@ class Jail:
         try:
             for name in names:
                 theirs.append(_open_store(name, stores[name]))
-            request = {"tool": tool, "argv": argv, "stores": list(names)}
-            with self._send_lock:
-                socket.send_fds(self._control, [json.dumps(request).encode()], theirs)
-        except BaseException as error:
+            request = json.dumps({"tool": tool, "argv": argv, "stores": list(names)}).encode()
+            self._send(request, theirs)
+        except BaseException:
             for fd in mine:
                 os.close(fd)
             reply_sock.close()
-            if isinstance(error, OSError) and not isinstance(error, JailError):
-                raise JailError(f"the jail launcher is gone: {error}") from error
             raise
         finally:
             for fd in theirs:
@@ -230,6 +252,20 @@ class Jail:
             stdout, stderr, over = self._pump(mine, stdin, limit, reply_sock)
             reply = self._verdict(reply_sock)
         return _Run(reply, stdout, stderr.decode("utf-8", "replace"), over)
+
+    def _send(self, request: bytes, fds: list[int]) -> None:
+        """Send one request; if the launcher turns out to be gone (the request was not
+        delivered), start a new one and send it there, once."""
+        for attempt in (1, 2):
+            process = self._process
+            try:
+                with self._send_lock:
+                    socket.send_fds(self._control, [request], fds)
+                return
+            except OSError as error:
+                if attempt == 2:
+                    raise JailError(f"the jail launcher is gone: {error}") from error
+                self._ensure_launcher(failed=process)
 
     def _pump(
         self, fds: list[int], stdin: bytes | None, limit: int, reply_sock: socket.socket
@@ -315,34 +351,77 @@ def _seccomp_available() -> bool:
     return int(libc.prctl(pr_get_seccomp, 0, 0, 0, 0)) >= 0
 
 
+def _spawn_launcher(
+    settings: JailSettings, tools: dict[str, Tool]
+) -> tuple[socket.socket, subprocess.Popen[bytes]]:
+    """Start a launcher process and hand it the tools; raises JailUnavailable."""
+    control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    with theirs:
+        process = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCHER_MAIN, str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            env={"PYTHONPATH": package_parent, "PATH": os.defpath},
+            stdin=subprocess.DEVNULL,
+            cwd="/",
+            start_new_session=True,  # terminal signals are not for the launcher
+        )
+    try:
+        hello = {
+            "tools": {name: tool.to_json() for name, tool in tools.items()},
+            "work_dir": str(settings.work_dir) if settings.work_dir else None,
+            "seccomp": base64.b64encode(seccomp.compiled_filter()).decode("ascii"),
+        }
+        control.send(json.dumps(hello).encode())
+        control.settimeout(30)
+        answer = json.loads(control.recv(65536) or b"{}")
+        control.settimeout(None)
+        if not answer.get("ok"):
+            raise JailUnavailable(f"jail launcher: {answer.get('error', 'no answer')}")
+    except BaseException as error:
+        control.close()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if isinstance(error, OSError | ValueError):
+            raise JailUnavailable(f"jail launcher: {error}") from error
+        raise
+    return control, process
+
+
 def _tools(settings: JailSettings) -> dict[str, Tool]:
     """The rg and sed tools with their base policies (stores are added per call)."""
     limits = Limits(
         cpu_seconds=settings.cpu_seconds,
         address_space_bytes=settings.memory_bytes,
     )
-    common = {
-        "uid": settings.uid,
-        "gid": settings.gid,
-        "limits": limits,
-        "timeout_seconds": settings.timeout_seconds,
-    }
+
+    def policy(**specific: Any) -> Policy:
+        return Policy(
+            uid=settings.uid,
+            gid=settings.gid,
+            limits=limits,
+            timeout_seconds=settings.timeout_seconds,
+            die_with_parent=True,
+            **specific,
+        )
+
     rg_path = settings.rg_path.resolve()
     rg = binaries.needs(rg_path)
     rg_exec = [str(rg_path)] + ([rg.loader] if rg.loader else [])
-    rg_policy = Policy(
+    rg_policy = policy(
         read_paths=(*rg.libraries, *(["/etc/ld.so.cache"] if rg.loader else [])),
         exec_paths=tuple(rg_exec),
-        **common,  # type: ignore[arg-type]
     )
     sed_root = settings.sed_root.resolve()
     sed = binaries.check_sed_root(sed_root, settings.sed_path)
     sed_exec = [binaries.SED_IN_ROOT] + ([sed.loader] if sed.loader else [])
-    sed_policy = Policy(
+    sed_policy = policy(
         chroot=str(sed_root),
         read_paths=(*sed.libraries, binaries.LOCALE_IN_ROOT),
         exec_paths=tuple(sed_exec),
-        **common,  # type: ignore[arg-type]
     )
     return {
         "rg": Tool(exe=str(rg_path), env=_ENV, policy=rg_policy),

@@ -4,57 +4,95 @@
 of a SOCK_SEQPACKET socketpair. Messages are JSON; file descriptors travel with
 SCM_RIGHTS:
 
-1. hello (client -> launcher): ``{"tools": {"rg": Tool, "sed": Tool}, "work_dir": ...}``;
-   the launcher compiles the seccomp filter, checks Landlock and answers
-   ``{"ok": true, "abi": N}`` or ``{"ok": false, "error": "..."}``.
+1. hello (client -> launcher): ``{"tools": {"rg": Tool, "sed": Tool}, "work_dir": ...,
+   "seccomp": BASE64}`` (the BPF program, compiled by the client: libseccomp is not
+   loaded here); the launcher prepares each tool's policy (opens the Landlock rule
+   paths and the binary), makes its work directory and answers
+   ``{"ok": true, "abi": N, "pid": PID}`` or ``{"ok": false, "error": "..."}``.
 2. each call (client -> launcher): ``{"tool": "rg", "argv": [...], "stores": [names]}``
    with fds ``[reply socket, stdin, stdout, stderr, store dir fds...]``. The launcher
-   forks a child that puts the fds in place, applies the policy and execs the tool.
+   clones each store directory as a detached read-only mount and hands the call to
+   its spare: a child forked ahead, already in its own mount namespace with a tmpfs on
+   the work directory (see ``jail.mounts``), which attaches the stores there, applies
+   the policy and execs the tool.
    When the child is reaped it sends one JSON reply on the reply socket:
    ``{"status": "exited", "code": N}``, ``"signaled"`` (+``signal``), ``"timeout"``,
    ``"cancelled"`` or ``"failed"`` (+``error``, the policy could not be applied).
    If the client shuts the reply socket down (output limit, gave up), the child is
    killed. When the control socket closes, every child is killed and the launcher exits.
 
-The launcher is single-threaded (so forking it is safe) and never runs tool code
-itself; all per-call work beyond the fork happens in the child.
+The launcher is single-threaded (so forking it is safe), never runs tool code itself,
+and imports as little as possible (no pydantic): a fork costs more the bigger the
+process. Everything that does not depend on the call is prepared once, so the forked
+child only makes the system calls of the policy before ``execve``. Children die with
+the launcher (PR_SET_PDEATHSIG), and its work directory, always empty, is named after
+its pid: a later launcher removes those of dead launchers.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import ctypes
+import dataclasses
 import fcntl
-import itertools
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-from jail import landlock, seccomp
-from jail.policy import Policy, apply
+from jail import mounts, privileges
+from jail.policy import Policy, Prepared, apply, prepare, start_ruleset
 
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 250
-FIRST_STORE_FD = 3  # store i is fd 3 + i in the child; its symlink is /proc/self/fd/3+i
 EXEC_FAILED = 127  # child exit status when the tool could not be executed
+WORK_DIR_PREFIX = "memfs-jail-"
+_WORK_DIR_NAME = re.compile(r"memfs-jail-([0-9]+)-[A-Za-z0-9_]+")
+
+_SYS_CLOSE_RANGE = 436  # the same on every architecture
+_CLOSE_RANGE_CLOEXEC = 1 << 2
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
 
 
-class Tool(BaseModel):
+@dataclass(frozen=True)
+class Tool:
     """How to run one tool: its binary (host path), environment and base policy."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     exe: str
-    env: dict[str, str]
+    env: Mapping[str, str]
     policy: Policy
+
+    def to_json(self) -> dict[str, Any]:
+        return {"exe": self.exe, "env": dict(self.env), "policy": self.policy.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Tool:
+        if set(data) != {"exe", "env", "policy"}:
+            raise ValueError(f"bad tool description: keys {sorted(data)}")
+        env = {str(k): str(v) for k, v in dict(data["env"]).items()}
+        return cls(str(data["exe"]), env, Policy.from_json(data["policy"]))
+
+
+@dataclass
+class _Ready:
+    """A tool with everything prepared ahead of its calls."""
+
+    tool: Tool
+    prepared: Prepared
+    exe: int  # O_PATH fd of the binary: exec by fd, no path lookup per call
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -64,33 +102,51 @@ class _Job:
     reply: socket.socket
     status_read: int
     deadline: float
-    folder: str | None
     ended: str | None = None  # "timeout" or "cancelled" once we killed it
 
 
-class Launcher:
-    """The event loop: requests in, children out, replies when they are reaped."""
+@dataclass
+class _Spare:
+    """A child forked ahead of the next call, waiting for it on ``sock``."""
 
-    def __init__(self, control: socket.socket, tools: dict[str, Tool], work_dir: str) -> None:
+    pid: int
+    pidfd: int
+    sock: socket.socket
+    status_read: int
+
+
+class Launcher:
+    """The event loop: requests in, children out, replies when they are reaped.
+
+    One child is always forked ahead (the spare, see :func:`_spare_main`): a call hands
+    its fds to it and it goes straight to applying the policy, so the fork is not on
+    the call's path. A new spare is forked once the reply is sent (or on demand when
+    calls overlap), and is killed with the launcher.
+    """
+
+    def __init__(self, control: socket.socket, tools: dict[str, _Ready], work_dir: str) -> None:
         self.control = control
         self.tools = tools
         self.work_dir = work_dir
         self.selector = selectors.DefaultSelector()
         self.jobs: dict[int, _Job] = {}  # by pidfd
-        self.counter = itertools.count()
+        self.spare: _Spare | None = None
 
     def run(self) -> None:
         self.selector.register(self.control, selectors.EVENT_READ, None)
         try:
+            self.replenish()
             while True:
                 now = time.monotonic()
                 deadlines = [job.deadline for job in self.jobs.values() if job.ended is None]
                 timeout = max(0.0, min(deadlines) - now) if deadlines else None
                 for key, _ in self.selector.select(timeout):
-                    job: _Job | None = key.data
+                    job: _Job | _Spare | None = key.data
                     if job is None:
                         if not self.on_request():
                             return
+                    elif isinstance(job, _Spare):
+                        self.on_spare_exit(job)
                     elif self.jobs.get(job.pidfd) is not job:
                         continue  # reaped earlier in this same batch of events
                     elif key.fileobj is job.reply:
@@ -102,6 +158,8 @@ class Launcher:
                     if running.ended is None and now >= running.deadline:
                         self.kill(running, "timeout")
         finally:
+            if self.spare is not None:
+                self.drop_spare(self.spare)
             for left in list(self.jobs.values()):
                 self.kill(left, "cancelled")
                 os.waitpid(left.pid, 0)
@@ -120,79 +178,109 @@ class Launcher:
                 os.close(fd)
             return False
         try:
-            request = json.loads(data)
-            tool = self.tools[request["tool"]]
-            stores = [str(name) for name in request["stores"]]
-            if len(fds) != 4 + len(stores):
+            message = json.loads(data)
+            ready = self.tools[message["tool"]]
+            if len(fds) != 4 + len(message["stores"]):
                 raise ValueError("wrong number of file descriptors")
-            argv = [str(a) for a in request["argv"]]
-            folder = self.make_folder(stores) if stores else None
+            # The spare lives in its own mount namespace already: it gets read-only
+            # clones of the store directories, made here (see jail.mounts).
+            for i in range(4, len(fds)):
+                fds[i], store = mounts.clone_read_only(fds[i]), fds[i]
+                os.close(store)
         except (OSError, ValueError, KeyError, TypeError) as error:
             self.reply_now(fds, {"status": "failed", "error": f"bad request: {error}"})
             return True
         try:
-            self.start(tool, argv, folder, len(stores), fds)
+            self.start(data, ready.tool.policy.timeout_seconds, fds)
         except OSError as error:  # fork failed (EAGAIN, ENOMEM): this call fails, not us
-            if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
             self.reply_now(fds, {"status": "failed", "error": f"cannot fork: {error}"})
         return True
 
     def reply_now(self, fds: list[int], message: dict[str, object]) -> None:
         if fds:
             with contextlib.suppress(OSError), socket.socket(fileno=os.dup(fds[0])) as reply:
-                reply.send(json.dumps(message).encode())
+                reply.send(json.dumps(message).encode(), socket.MSG_NOSIGNAL)
         for fd in fds:
             os.close(fd)
 
-    def start(
-        self, tool: Tool, argv: list[str], folder: str | None, n_stores: int, fds: list[int]
-    ) -> None:
-        policy = tool.policy
-        if folder is not None:
-            store_fds = tuple(range(FIRST_STORE_FD, FIRST_STORE_FD + n_stores))
-            policy = policy.model_copy(update={"cwd": folder, "read_fds": store_fds})
+    def fork_spare(self) -> _Spare:
+        """Fork a child that waits for a call (raises OSError if fork fails)."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         status_read, status_write = os.pipe()
         try:
             pid = os.fork()
         except OSError:
-            os.close(status_read)
-            os.close(status_write)
+            for fd in (status_read, status_write):
+                os.close(fd)
+            mine.close()
+            theirs.close()
             raise
         if pid == 0:  # child: never returns
-            _child(tool, policy, argv, fds[1:], status_write)
+            mine.close()
+            _spare_main(self.tools, self.work_dir, theirs, status_write)
+        theirs.close()
         os.close(status_write)
+        return _Spare(pid, os.pidfd_open(pid), mine, status_read)
+
+    def replenish(self) -> None:
+        """Have a spare ready for the next call (best effort)."""
+        if self.spare is not None:
+            return
+        try:
+            self.spare = self.fork_spare()
+        except OSError:
+            return  # the next call forks on demand, and reports the error if any
+        self.selector.register(self.spare.pidfd, selectors.EVENT_READ, self.spare)
+
+    def take_spare(self) -> _Spare:
+        spare = self.spare
+        if spare is None:
+            return self.fork_spare()
+        self.spare = None
+        self.selector.unregister(spare.pidfd)
+        return spare
+
+    def on_spare_exit(self, spare: _Spare) -> None:
+        """An idle spare died (killed by someone): forget it, fork another."""
+        if spare is self.spare:
+            self.selector.unregister(spare.pidfd)
+            self.spare = None
+        self.drop_spare(spare)
+        self.replenish()
+
+    def drop_spare(self, spare: _Spare) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(spare.pidfd, signal.SIGKILL)
+        os.waitpid(spare.pid, 0)
+        spare.sock.close()
+        os.close(spare.pidfd)
+        os.close(spare.status_read)
+
+    def start(self, request: bytes, timeout: float, fds: list[int]) -> None:
+        """Hand the call to the spare (or to a fresh child if it is gone)."""
+        for attempt in (1, 2):
+            spare = self.take_spare()
+            try:
+                socket.send_fds(spare.sock, [request], fds[1:])
+                break
+            except OSError:
+                self.drop_spare(spare)  # died in between: once more with a fresh one
+                if attempt == 2:
+                    raise
+        spare.sock.close()
         reply = socket.socket(fileno=fds[0])
         for fd in fds[1:]:
             os.close(fd)
         job = _Job(
-            pid=pid,
-            pidfd=os.pidfd_open(pid),
+            pid=spare.pid,
+            pidfd=spare.pidfd,
             reply=reply,
-            status_read=status_read,
-            deadline=time.monotonic() + policy.timeout_seconds,
-            folder=folder,
+            status_read=spare.status_read,
+            deadline=time.monotonic() + timeout,
         )
         self.jobs[job.pidfd] = job
         self.selector.register(job.pidfd, selectors.EVENT_READ, job)
         self.selector.register(reply, selectors.EVENT_READ, job)
-
-    def make_folder(self, stores: list[str]) -> str:
-        """The throwaway folder rg runs in: ``NAME -> /proc/self/fd/N`` per store, where
-        fd N is the store's directory, opened by the daemon and inherited by rg."""
-        for name in stores:
-            if name in ("", ".", "..") or "/" in name or "\0" in name:
-                raise ValueError(f"bad store name {name!r}")
-        folder = os.path.join(self.work_dir, f"call-{next(self.counter)}")
-        os.mkdir(folder, 0o700)
-        try:
-            for i, name in enumerate(stores):
-                os.symlink(f"/proc/self/fd/{FIRST_STORE_FD + i}", os.path.join(folder, name))
-            os.chmod(folder, 0o711)  # the jailed uid may look names up, not list or write
-        except OSError:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        return folder
 
     def on_reply_socket(self, job: _Job) -> None:
         """The client shut its side down: it wants the tool stopped."""
@@ -218,10 +306,10 @@ class Launcher:
             reply = {"status": "signaled", "signal": os.WTERMSIG(status)}
         else:
             reply = {"status": "exited", "code": os.waitstatus_to_exitcode(status)}
-        self.remove_folder(job)  # before replying: the caller may look right away
         with contextlib.suppress(OSError):
-            job.reply.send(json.dumps(reply).encode())
+            job.reply.send(json.dumps(reply).encode(), socket.MSG_NOSIGNAL)
         self.cleanup(job)
+        self.replenish()  # after the reply: off the path of this call and the next
 
     def cleanup(self, job: _Job) -> None:
         for fileobj in (job.pidfd, job.reply):
@@ -231,12 +319,64 @@ class Launcher:
         os.close(job.pidfd)
         os.close(job.status_read)
         job.reply.close()
-        self.remove_folder(job)
 
-    def remove_folder(self, job: _Job) -> None:
-        if job.folder is not None:
-            shutil.rmtree(job.folder, ignore_errors=True)
-            job.folder = None
+
+def _plan(
+    tools: Mapping[str, _Ready], work_dir: str, request: bytes, fds: list[int]
+) -> tuple[_Ready, Policy, list[str]]:
+    """The tool, policy and argv of a call; ``fds`` are stdin, stdout, stderr and the
+    store directories. Raises ValueError, KeyError or TypeError for a bad request."""
+    message = json.loads(request)
+    ready = tools[message["tool"]]
+    names = [str(name) for name in message["stores"]]
+    if len(fds) != 3 + len(names):
+        raise ValueError("wrong number of file descriptors")
+    argv = [str(a) for a in message["argv"]]
+    policy = ready.tool.policy
+    if names:
+        policy = policy.replace(cwd=work_dir, stores=tuple(zip(names, fds[3:], strict=True)))
+    return ready, policy, argv
+
+
+def _warm_up(tools: Mapping[str, _Ready], work_dir: str) -> None:
+    """Plan a dummy call of each tool: the first run of a code path in a forked child
+    writes to many shared pages (reference counts), each write copying a page; done
+    here, while waiting, rather than on the call's path (it halves the planning time)."""
+    for name, ready in tools.items():
+        stores = [] if ready.tool.policy.chroot else ["warm-up"]
+        request = json.dumps({"tool": name, "argv": ["x"], "stores": stores}).encode()
+        _plan(tools, work_dir, request, [0, 1, 2] + [0] * len(stores))
+
+
+def _spare_main(
+    tools: Mapping[str, _Ready], work_dir: str, sock: socket.socket, status: int
+) -> None:
+    """In a spare child: wait for one call, then confine and exec (never returns).
+
+    What does not depend on the call is done before waiting: own session (the launcher
+    kills the whole process group), signal mask, death with the launcher, a private
+    mount namespace with a tmpfs on the work directory (for rg's stores; harmless for
+    sed, which then chroots), a Landlock ruleset per tool with its path rules.
+    """
+    try:
+        os.setsid()
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        privileges.die_with_parent()
+        mounts.enter_namespace(work_dir)
+        rulesets = {name: start_ruleset(ready.prepared) for name, ready in tools.items()}
+        _warm_up(tools, work_dir)
+        request, fds, _flags, _addr = socket.recv_fds(
+            sock, MAX_MESSAGE, MAX_FDS, socket.MSG_CMSG_CLOEXEC
+        )
+        if not request:
+            os._exit(0)  # the launcher is going away
+        ready, policy, argv = _plan(tools, work_dir, request, fds)
+        ruleset = rulesets[json.loads(request)["tool"]]
+    except BaseException as error:
+        with contextlib.suppress(BaseException):
+            os.write(status, f"{type(error).__name__}: {error}".encode())
+        os._exit(EXEC_FAILED)
+    _child(ready, policy, argv, fds[:3], status, ruleset)
 
 
 def _read_all(fd: int) -> str:
@@ -246,60 +386,124 @@ def _read_all(fd: int) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def _child(tool: Tool, policy: Policy, argv: list[str], fds: list[int], status: int) -> None:
-    """In the forked child: fds in place, policy applied, tool executed. Never returns.
+def _child(
+    ready: _Ready, policy: Policy, argv: list[str], stdio: list[int], status: int, ruleset: int
+) -> None:
+    """In the forked child: stdio in place, policy applied, tool executed. Never returns.
 
-    ``fds`` are stdin, stdout, stderr, then the store directories. Errors before the
-    seccomp filter is loaded go to the status pipe; an exec failure (after it) can only
-    be told on stderr, with exit status 127.
+    Kept to system calls: the signal dispositions need no reset (the launcher catches
+    rather than ignores, and exec resets caught signals), everything else was prepared.
+    Errors before the seccomp filter is loaded go to the status pipe; an exec failure
+    (after it) can only be told on stderr, with exit status 127.
     """
     try:
-        os.setsid()  # own process group: the launcher kills the whole group
-        for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, signal.SIG_DFL)  # Python ignores some: exec keeps that
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        # Move fds to 0, 1, 2, 3.. (status last) without clobbering one with another.
-        sources = [*fds, status]
-        moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, len(sources)) for fd in sources]
+        # stdin, stdout, stderr to 0, 1, 2 without clobbering one with another; every
+        # other fd (store dirs, the status pipe, the prepared rule paths, the binary) is
+        # already close-on-exec, and made so again here, wholesale.
+        moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in stdio]
         for target, fd in enumerate(moved):
-            os.dup2(fd, target, inheritable=target < len(fds))
-        status = len(fds)
-        os.closerange(status + 1, os.sysconf("SC_OPEN_MAX"))
-        exe = os.open(tool.exe, os.O_PATH | os.O_CLOEXEC)  # exec by fd: no path lookup
-        apply(policy)
+            os.dup2(fd, target, inheritable=True)
+        if _libc.syscall(_SYS_CLOSE_RANGE, 3, ctypes.c_uint(0xFFFFFFFF), _CLOSE_RANGE_CLOEXEC):
+            raise OSError(ctypes.get_errno(), "close_range(CLOEXEC)")
+        apply(policy, ready.prepared, ruleset=ruleset, in_namespace=True)
     except BaseException as error:  # report anything, then die without cleanup
         with contextlib.suppress(BaseException):
             os.write(status, f"{type(error).__name__}: {error}".encode())
         os._exit(EXEC_FAILED)
     try:
-        os.execve(exe, argv, tool.env)
+        os.execve(ready.exe, argv, ready.env)
     except BaseException as error:
         with contextlib.suppress(BaseException):
-            os.write(2, f"memfs-jail: cannot execute {tool.exe}: {error}\n".encode())
+            os.write(2, f"memfs-jail: cannot execute {ready.tool.exe}: {error}\n".encode())
     os._exit(EXEC_FAILED)
 
 
-def _hello(control: socket.socket) -> tuple[dict[str, Tool], str]:
+def remove_stale_work_dirs(parent: str) -> list[str]:
+    """Remove the work directories (``memfs-jail-PID-XXXX``, root's) of launchers that
+    are gone, e.g. killed by SIGKILL; returns their paths. A pid that is alive again
+    (reused) keeps its directory: it is empty, and removed once that pid is gone."""
+    removed = []
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            found = _WORK_DIR_NAME.fullmatch(entry.name)
+            if found is None or int(found.group(1)) == os.getpid():
+                continue
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0:
+                    continue
+                if _alive(int(found.group(1))):
+                    continue
+                shutil.rmtree(entry.path)
+                removed.append(entry.path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _prepare_tools(specs: Mapping[str, Any], seccomp_code: bytes) -> dict[str, _Ready]:
+    tools: dict[str, _Ready] = {}
+    try:
+        for name, spec in specs.items():
+            tool = Tool.from_json(spec)
+            prepared = prepare(tool.policy, seccomp_code)
+            try:
+                exe = os.open(tool.exe, os.O_PATH | os.O_CLOEXEC)
+            except BaseException:
+                prepared.close()
+                raise
+            tools[name] = _Ready(tool, prepared, exe, dict(tool.env))
+    except BaseException:
+        for ready in tools.values():
+            ready.prepared.close()
+            os.close(ready.exe)
+        raise
+    return tools
+
+
+def _hello(control: socket.socket) -> tuple[dict[str, _Ready], str]:
     data = control.recv(MAX_MESSAGE)
     message = json.loads(data)
-    tools = {name: Tool.model_validate(spec) for name, spec in message["tools"].items()}
+    tools = _prepare_tools(message["tools"], base64.b64decode(message["seccomp"]))
+    # Once for all children (they inherit it), rather than ~40 prctl calls in each.
+    privileges.drop_bounding_set()
+    for ready in tools.values():
+        ready.prepared = dataclasses.replace(ready.prepared, capabilities=range(0))
     parent = message.get("work_dir") or tempfile.gettempdir()
-    work_dir = tempfile.mkdtemp(prefix="memfs-jail-", dir=parent)
+    remove_stale_work_dirs(parent)
+    work_dir = tempfile.mkdtemp(prefix=f"{WORK_DIR_PREFIX}{os.getpid()}-", dir=parent)
     os.chmod(work_dir, 0o711)
     return tools, work_dir
 
 
+def _ignore(signum: int, frame: object) -> None:
+    """Caught, not ignored: exec resets a caught signal to its default in the tool."""
+
+
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon's Ctrl-C is not for us
+    # The daemon's Ctrl-C is not for us; SIGPIPE/SIGXFSZ must not kill us. Python
+    # ignores the last two (SIG_IGN, which exec would pass on to the tools).
+    for signum in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, _ignore)
+    for fd in (0, 1, 2):  # so that no received fd ever gets one of these numbers
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)
     work_dir = None
     try:
         tools, work_dir = _hello(control)
-        abi = landlock.abi_version()
-        if abi < 1:
-            raise OSError(0, "Landlock is not available on this kernel (or not enabled)")
-        seccomp.compiled_filter()  # compile once, before any fork
-        control.send(json.dumps({"ok": True, "abi": abi}).encode())
+        abi = next(iter(tools.values())).prepared.abi if tools else 0
+        control.send(json.dumps({"ok": True, "abi": abi, "pid": os.getpid()}).encode())
     except Exception as error:
         with contextlib.suppress(OSError):
             control.send(json.dumps({"ok": False, "error": f"{error}"}).encode())

@@ -175,13 +175,16 @@ _NO_PATTERN = frozenset({"--files", "--type-list", "--help", "--version", "--pcr
 @dataclass(frozen=True)
 class RgCommand:
     """A validated ripgrep invocation. ``stores`` are the store names it reads (sorted);
-    ``argv`` (without the program name) runs it from a folder holding those stores."""
+    ``named`` those named by a path argument (``STORE[/PATH]``; not by ``/memory`` or
+    no path, which mean every given store); ``argv`` (without the program name) runs it
+    from a folder holding those stores."""
 
     options: tuple[str, ...]
     patterns: tuple[str, ...]
     paths: tuple[str, ...]
     stores: tuple[str, ...]
     threads: int
+    named: tuple[str, ...] = ()
 
     @property
     def argv(self) -> list[str]:
@@ -194,8 +197,17 @@ class RgCommand:
         return [*args, "--", *self.paths]
 
 
-def parse(args: Sequence[str], stores: Collection[str], max_threads: int = 4) -> RgCommand:
+def parse(
+    args: Sequence[str],
+    stores: Collection[str],
+    max_threads: int = 4,
+    *,
+    default_threads: int | None = None,
+) -> RgCommand:
     """Validate ``args`` against the allow-list and the readable ``stores``.
+
+    ``-j``/``--threads`` may ask for 1 to ``max_threads`` threads; without it rg gets
+    ``default_threads`` (``max_threads`` if None).
 
     Accepts rg's syntax: options (``-iw``, ``-C2``, ``-A 3``, ``--glob=X``, ``--glob X``)
     anywhere before ``--``, then a pattern unless ``-e``/``--files`` etc. is given, then
@@ -207,7 +219,7 @@ def parse(args: Sequence[str], stores: Collection[str], max_threads: int = 4) ->
     options: list[str] = []
     patterns: list[str] = []
     positionals: list[str] = []
-    threads = max_threads
+    threads = max_threads if default_threads is None else min(default_threads, max_threads)
     no_pattern = False
     items = list(args)
     i = 0
@@ -240,8 +252,8 @@ def parse(args: Sequence[str], stores: Collection[str], max_threads: int = 4) ->
         if not positionals:
             raise BadArguments("no search pattern given")
         patterns.append(positionals.pop(0))
-    paths, used = _paths(positionals, stores)
-    return RgCommand(tuple(options), tuple(patterns), paths, used, threads)
+    paths, used, named = _paths(positionals, stores)
+    return RgCommand(tuple(options), tuple(patterns), paths, used, threads, named)
 
 
 def _split(arg: str, following: str | None) -> list[tuple[str, str | None, int]]:
@@ -286,13 +298,17 @@ def _refuse(name: str, as_typed: str) -> None:
         raise BadArguments(f"ripgrep flag {as_typed} is not allowed: it {reason}")
 
 
-def _paths(raw: list[str], stores: Collection[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Map path arguments to ``STORE[/PATH]`` strings; none means every store."""
+def _paths(
+    raw: list[str], stores: Collection[str]
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Map path arguments to ``STORE[/PATH]`` strings; none means every store. Returns
+    (paths, stores read, stores named by a path)."""
     if not raw:
         every = tuple(sorted(stores))
-        return every, every
+        return every, every, ()
     paths: list[str] = []
     used: set[str] = set()
+    named: set[str] = set()
     for path in raw:
         text = path
         if text in ("/memory", "/memory/"):
@@ -312,5 +328,6 @@ def _paths(raw: list[str], stores: Collection[str]) -> tuple[tuple[str, ...], tu
         if parts[0] not in stores:
             raise BadArguments(f"path {path!r}: no readable store named {parts[0]!r}")
         used.add(parts[0])
+        named.add(parts[0])
         paths.append("/".join(parts))
-    return tuple(paths), tuple(sorted(used))
+    return tuple(paths), tuple(sorted(used)), tuple(sorted(named))

@@ -19,7 +19,7 @@ import fcntl
 import os
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from memfs import backing
@@ -36,11 +36,13 @@ from memfs.versions import Version, version_of
 class Pinned:
     """An open, pinned version of a file: reads through ``fd`` return exactly the
     bytes whose digest is ``version.digest``, whatever is committed later.
-    ``previous`` is what the agent had seen before this read (None: never)."""
+    ``previous`` is what the agent had seen before this read (None: never);
+    ``stat`` is ``os.fstat(fd)`` when the pin was made by ``open_version``."""
 
     fd: int
     version: Version
     previous: str | None
+    stat: os.stat_result | None = field(default=None, compare=False, repr=False)
 
     @property
     def changed_since_seen(self) -> bool:
@@ -175,14 +177,15 @@ class Engine:
         if fd is None:
             raise NotFound(f"{path} does not exist")
         try:
-            version = version_of(fd)
+            st = os.fstat(fd)
+            version = version_of(fd, st)
             previous = self.seen.get(agent, path)
             if record and previous != version.digest:
                 self.seen.put(agent, path, version.digest)
         except BaseException:
             os.close(fd)
             raise
-        return Pinned(fd, version, previous)
+        return Pinned(fd, version, previous, st)
 
     def read_bytes(self, agent: str, path: MemPath) -> tuple[bytes, Pinned]:
         """The whole content of the current version, recorded as seen."""

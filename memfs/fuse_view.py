@@ -70,6 +70,7 @@ ROOT = pyfuse3.ROOT_INODE
 ENTRY_TIMEOUT = 5.0  # files and directories below a store
 ATTR_TIMEOUT = 5.0
 ROOT_ATTR_TIMEOUT = 1.0  # the root's own attributes (same for every agent)
+NEGATIVE_LIMIT = 65536  # negative entries (below stores) tracked for invalidation
 INLINE_OPEN_LIMIT = 1024 * 1024  # bigger files are pinned in a worker thread
 BLKSIZE = 128 * 1024  # preferred I/O size reported to tools (cat, Python buffers)
 XATTR_DIGEST = b"user.memfs.digest"
@@ -98,13 +99,15 @@ class Node:
     owner_stat: os.stat_result | None = None
     owner_handles: int = 0
     last_size: int | None = None  # size last reported to the kernel
+    path: MemPath | None = None  # MemPath(store, parts), made once (None for the root)
+    store_entry: pyfuse3.EntryAttributes | None = None  # a store's reply, reused
 
     @property
     def is_store(self) -> bool:
         return self.is_dir and self.store != "" and not self.parts
 
     def mem_path(self) -> MemPath:
-        return MemPath(self.store, self.parts)
+        return self.path if self.path is not None else MemPath(self.store, self.parts)
 
 
 @dataclass(eq=False)
@@ -200,6 +203,22 @@ class MemoryView(pyfuse3.Operations):
         self._notify_lock = threading.Lock()
         self._attached = False
         self.counters = _Counters()
+        # (uid, name) -> store node, for every store the uid's agent may read: the
+        # root lookup, sent on every path walk through a store, is one dict probe.
+        self._root_entries: dict[tuple[int, bytes], Node] = {}
+        for uid, agent in self._agent_by_uid.items():
+            for store in self.engine.readable_stores(agent):
+                if store in self.config.stores and _showable(store):
+                    node = self._child(root, store, True)
+                    self._root_entries[(uid, node.name)] = node
+        # Negative entries handed to the kernel below stores, (parent ino, name) ->
+        # monotonic time after which the kernel has surely dropped them; a commit
+        # through this daemon that creates such a name invalidates the entry.
+        self._negative: dict[tuple[int, bytes], float] = {}
+        self._negative_entry = pyfuse3.EntryAttributes()
+        self._negative_entry.st_ino = 0  # "does not exist", cached for entry_timeout
+        self._negative_entry.entry_timeout = ENTRY_TIMEOUT
+        self._negative_entry.attr_timeout = 0
 
     # -- lifecycle (called by memfs.mount) -----------------------------------------
 
@@ -257,7 +276,7 @@ class MemoryView(pyfuse3.Operations):
                 node = self._by_key.get(key)
                 if node is None:
                     node = Node(next(self._next_ino), key[0], key[1], is_dir, parent.ino,
-                                os.fsencode(name))
+                                os.fsencode(name), path=MemPath(key[0], key[1]))
                     self._nodes[node.ino] = node
                     self._by_key[key] = node
         return node
@@ -330,25 +349,61 @@ class MemoryView(pyfuse3.Operations):
 
     # -- lookup and attributes ------------------------------------------------------
 
+    def _store_attrs(self, node: Node) -> pyfuse3.EntryAttributes:
+        """A store directory's reply (timeouts 0), one object per store updated in
+        place: pyfuse3 copies it into the reply before the next request runs."""
+        attrs = node.store_entry
+        if attrs is None:
+            attrs = node.store_entry = self._attrs(node, os.fstat(self.engine.store_fd(node.store)))
+            return attrs
+        st = os.fstat(self.engine.store_fd(node.store))
+        attrs.st_atime_ns = attrs.st_mtime_ns = st.st_mtime_ns
+        attrs.st_ctime_ns = st.st_ctime_ns
+        return attrs
+
     @guarded
     async def lookup(self, parent_inode: int, name: bytes,
                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        parent, agent = self._visible_node(parent_inode, ctx)
+        if parent_inode == ROOT:
+            # Sent on every path walk through a store (its entry is never cached), so
+            # kept to one probe of a table built from the (static) config; never a
+            # negative entry: the kernel would share it with every uid.
+            node = self._root_entries.get((ctx.uid, name))
+            if node is None:
+                raise _fail(errno.ENOENT)
+            return self._store_attrs(node)
+        parent, _agent = self._visible_node(parent_inode, ctx)
         if not parent.is_dir:
             raise _fail(errno.ENOTDIR)
         text = os.fsdecode(name)
         if not _showable(text):
             raise _fail(errno.ENOENT)
-        if parent.ino == ROOT:
-            if text not in self.config.stores or not self._may_read(agent, text):
-                raise _fail(errno.ENOENT)
-            node = self._child(parent, text, True)
-            return self._attrs(node, os.fstat(self.engine.store_fd(text)))
+        # Recorded before looking, so that a commit creating the name while we look
+        # finds the record and invalidates the entry we are about to hand out.
+        key = (parent.ino, name)
+        cacheable = self._note_negative(key)
         st = self._backing_stat(parent.store, (*parent.parts, text))
         kind = None if st is None else self._kind(st)
         if st is None or kind is None:
+            if cacheable:
+                return self._negative_entry  # ENOENT, cached by the kernel
             raise _fail(errno.ENOENT)
+        if cacheable:
+            self._negative.pop(key, None)
         return self._attrs(self._child(parent, text, kind), st)
+
+    def _note_negative(self, key: tuple[int, bytes]) -> bool:
+        """Record that ``key`` may get a negative entry; False when the table is full
+        (the lookup then answers a plain, uncached ENOENT)."""
+        now = time.monotonic()
+        with self._lock:
+            if len(self._negative) >= NEGATIVE_LIMIT:
+                for old in [k for k, until in self._negative.items() if until < now]:
+                    del self._negative[old]
+                if len(self._negative) >= NEGATIVE_LIMIT:
+                    return False
+            self._negative[key] = now + ENTRY_TIMEOUT + 1.0  # + margin: kernel jiffies
+        return True
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         # Inode numbers stay allocated for the daemon's life (stable per path), so the
@@ -360,6 +415,8 @@ class MemoryView(pyfuse3.Operations):
         node, _agent = self._visible_node(inode, ctx)
         if node.ino == ROOT:
             return self._root_attrs()
+        if node.is_store:
+            return self._store_attrs(node)
         if not node.is_dir and node.owner_handles and node.owner_stat is not None:
             return self._attrs(node, node.owner_stat)
         st = self._backing_stat(node.store, node.parts)
@@ -469,6 +526,8 @@ class MemoryView(pyfuse3.Operations):
     def _pin(self, agent: str, node: Node) -> tuple[int, os.stat_result]:
         """Pin the current version, recording it as seen by ``agent``: fd and stat."""
         pinned = self.engine.open_version(agent, node.mem_path())
+        if pinned.stat is not None:
+            return pinned.fd, pinned.stat
         try:
             return pinned.fd, os.fstat(pinned.fd)
         except BaseException:
@@ -615,6 +674,7 @@ class MemoryView(pyfuse3.Operations):
                 self._notify(path)
 
     def _notify(self, path: MemPath) -> None:
+        self._drop_negative(path)
         node = self._by_key.get((path.store, path.parts, False))
         parent = self._by_key.get((path.store, path.parts[:-1], True))
         if node is not None:
@@ -628,3 +688,18 @@ class MemoryView(pyfuse3.Operations):
                 # Deleted: drop the dentry now (blocking is fine off the loop).
                 with contextlib.suppress(OSError):
                     pyfuse3.invalidate_entry(parent.ino, node.name, deleted=node.ino)
+
+    def _drop_negative(self, path: MemPath) -> None:
+        """Invalidate the negative entries we handed out for the file's name or any
+        directory above it (a commit may have created them): the next walk asks again."""
+        now = time.monotonic()
+        for depth, name in enumerate(path.parts):
+            directory = self._by_key.get((path.store, path.parts[:depth], True))
+            if directory is None:
+                return  # never looked up: the kernel has no entry below it
+            key = (directory.ino, os.fsencode(name))
+            with self._lock:
+                until = self._negative.pop(key, None)
+            if until is not None and until > now:
+                with contextlib.suppress(OSError):
+                    pyfuse3.invalidate_entry(directory.ino, key[1])

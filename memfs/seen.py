@@ -25,16 +25,25 @@ import blake3
 from memfs.paths import MemPath
 
 XATTR = "user.memfs.seen"
+MARKER_CACHE = 65536  # marker paths remembered (every open looks its marker up)
 
 
 class SeenRecords:
     def __init__(self, directory: Path) -> None:
         self._dir = os.fspath(directory)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._markers: dict[tuple[str, MemPath], str] = {}
 
     def _file(self, agent: str, path: MemPath) -> str:
-        name = blake3.blake3(path.rel.encode("utf-8")).hexdigest()
-        return f"{self._dir}/{agent}/{path.store}/{name}"
+        key = (agent, path)
+        marker = self._markers.get(key)
+        if marker is None:
+            name = blake3.blake3(path.rel.encode("utf-8")).hexdigest()
+            marker = f"{self._dir}/{agent}/{path.store}/{name}"
+            if len(self._markers) >= MARKER_CACHE:
+                self._markers.clear()
+            self._markers[key] = marker
+        return marker
 
     def get(self, agent: str, path: MemPath) -> str | None:
         """The digest ``agent`` last read or wrote at ``path``, or None."""

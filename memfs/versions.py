@@ -11,6 +11,7 @@ hashed once and get the record then.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -54,23 +55,39 @@ def stamp(fd: int, digest: str, agent: str | None, at: float) -> None:
     os.setxattr(fd, XATTR, json.dumps(record, separators=(",", ":")).encode())
 
 
-def version_of(fd: int) -> Version:
+# (digest, size, mtime_ns, agent, at) of a parsed record
+_Record = tuple[str, object, object, str | None, float | None]
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_record(raw: bytes) -> _Record | None:
+    """The fields of a version record (a pure function of its bytes, so cached: every
+    open of a file reads its record, and the JSON parse was most of that cost)."""
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or "b3" not in record:
+        return None
+    agent, at = record.get("agent"), record.get("at")
+    return (str(record["b3"]), record.get("size"), record.get("mtime_ns"),
+            agent if isinstance(agent, str) else None,
+            float(at) if isinstance(at, int | float) else None)
+
+
+def version_of(fd: int, st: os.stat_result | None = None) -> Version:
     """The version of the open file: from its record when it still matches, else hashed.
+    ``st``: the caller's ``os.fstat(fd)``, if it has one (saves a system call).
 
     Never fails for lack of xattr support: the record is then just not cached.
     """
-    st = os.fstat(fd)
-    record: dict[str, object] = {}
-    with contextlib.suppress(OSError, ValueError):
-        record = json.loads(os.getxattr(fd, XATTR))
-    if record.get("size") == st.st_size and record.get("mtime_ns") == st.st_mtime_ns:
-        agent, at = record.get("agent"), record.get("at")
-        return Version(
-            str(record["b3"]),
-            st.st_size,
-            LastWrite(agent if isinstance(agent, str) else None,
-                      float(at) if isinstance(at, int | float) else None),
-        )
+    if st is None:
+        st = os.fstat(fd)
+    record = None
+    with contextlib.suppress(OSError):
+        record = _parse_record(os.getxattr(fd, XATTR))
+    if record is not None and record[1] == st.st_size and record[2] == st.st_mtime_ns:
+        return Version(record[0], st.st_size, LastWrite(record[3], record[4]))
     digest = digest_fd(fd)
     # Remember it for next time; the file keeps its mtime, so the record stays valid.
     with contextlib.suppress(OSError):

@@ -88,5 +88,22 @@ def test_no_leak_of_fds_or_processes(jail: Jail, stores: dict[str, Path]) -> Non
         jail.sed(["s/a/b/"], b"a\n")
         jail.search(stores, ["-c", "alpha"])
     assert fds() == before
+    # Only the spare is left: one child forked ahead of the next call, still root,
+    # waiting (it has not applied any policy yet).
     children = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
-    assert children == []
+    assert len(children) == 1
+    status = Path(f"/proc/{children[0]}/status").read_text()
+    assert "\nUid:\t0\t0\t0\t0\n" in status
+    assert Path(f"/proc/{children[0]}/task/{children[0]}/children").read_text() == ""
+
+
+def test_a_dead_spare_is_replaced(jail: Jail, stores: dict[str, Path]) -> None:
+    launcher = jail._process.pid
+    jail.sed(["p"], b"")
+    time.sleep(0.2)
+    (spare,) = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
+    os.kill(int(spare), 9)
+    time.sleep(0.2)
+    assert jail.sed(["s/a/b/"], b"a\n") == b"b\n"
+    assert jail.search(stores, ["-c", "alpha", "A/todo.txt"]).output == b"1\n"
+    assert jail.launcher_pid == launcher

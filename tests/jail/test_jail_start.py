@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -80,18 +82,79 @@ def test_root_uid_is_refused(make_settings: Callable[..., JailSettings]) -> None
         make_settings(uid=0)
 
 
-def test_close_and_launcher_death(
+def test_launcher_death_restarts_it_once_per_call(
     make_settings: Callable[..., JailSettings], tmp_path: Path
 ) -> None:
-    jail = Jail.start(make_settings(work_dir=tmp_path))  # SIGKILL leaves its folder
+    """A killed launcher is replaced by the next call, which works; the dead one's work
+    directory is removed by the new one."""
+    work = tmp_path / "work"
+    work.mkdir()
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "f.txt").write_text("x\n")
+    jail = Jail.start(make_settings(work_dir=work))
     assert jail.sed(["s/a/b/"], b"a\n") == b"b\n"
-    os.kill(jail._process.pid, signal.SIGKILL)
+    first = jail.launcher_pid
+    (old_dir,) = list(work.iterdir())
+    assert old_dir.name.startswith(f"memfs-jail-{first}-")
+    os.kill(first, signal.SIGKILL)
     jail._process.wait()
-    with pytest.raises(JailError):
-        jail.sed(["s/a/b/"], b"a\n")
+    assert old_dir.exists()  # SIGKILL leaves it behind...
+    assert jail.search({"s": store}, ["x"]).output == b"s/f.txt:x\n"
+    assert jail.launcher_pid != first
+    assert jail.restarts == 1
+    assert not old_dir.exists()  # ...and the next launcher removes it
+    (new_dir,) = list(work.iterdir())
+    assert new_dir.name.startswith(f"memfs-jail-{jail.launcher_pid}-")
+    # Killed while the socket is still open (not yet reaped): the send fails, the call
+    # restarts it and goes on.
+    os.kill(jail.launcher_pid, signal.SIGKILL)
+    time.sleep(0.1)
+    assert jail.sed(["s/a/c/"], b"a\n") == b"c\n"
+    assert jail.restarts == 2
     jail.close()
     with pytest.raises(JailError, match="closed"):
         jail.sed(["s/a/b/"], b"a\n")
+    assert list(work.iterdir()) == []
+
+
+def test_a_call_running_when_the_launcher_dies_fails(
+    make_settings: Callable[..., JailSettings],
+) -> None:
+    with Jail.start(make_settings()) as jail:
+        pid = jail.launcher_pid
+        threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
+        with pytest.raises(JailError, match="launcher"):
+            jail.sed([":a;ba"], b"x\n")  # loops until killed
+        assert jail.sed(["s/a/b/"], b"a\n") == b"b\n"
+
+
+def test_stale_work_dirs_of_dead_launchers_only(tmp_path: Path) -> None:
+    from jail.launcher import remove_stale_work_dirs
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / f"memfs-jail-{dead.pid}-abc").mkdir()
+    (tmp_path / f"memfs-jail-{dead.pid}-old" / "call-0").mkdir(parents=True)
+    (tmp_path / f"memfs-jail-{os.getppid()}-live").mkdir()  # alive: kept
+    (tmp_path / "memfs-jail-notapid").mkdir()  # not ours: kept
+    (tmp_path / f"memfs-jail-{dead.pid}-link").symlink_to(tmp_path / "memfs-jail-notapid")
+    theirs = tmp_path / f"memfs-jail-{dead.pid}-theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)  # not root's: kept
+    removed = remove_stale_work_dirs(str(tmp_path))
+    assert sorted(Path(p).name for p in removed) == [
+        f"memfs-jail-{dead.pid}-abc",
+        f"memfs-jail-{dead.pid}-old",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [
+            f"memfs-jail-{os.getppid()}-live",
+            "memfs-jail-notapid",
+            f"memfs-jail-{dead.pid}-link",
+            f"memfs-jail-{dead.pid}-theirs",
+        ]
+    )
 
 
 def test_close_removes_the_work_folder(
@@ -106,5 +169,5 @@ def test_close_removes_the_work_folder(
         (folder,) = list(work.iterdir())
         assert folder.stat().st_mode & 0o777 == 0o711
         assert jail.search({"s": store}, ["x"]).output == b"s/f.txt:x\n"
-        assert list(folder.iterdir()) == []  # the per-search folder is gone
+        assert list(folder.iterdir()) == []  # the stores were mounted elsewhere only
     assert list(work.iterdir()) == []

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from jail import binaries, landlock, privileges
+from jail import binaries, landlock, mounts, privileges
 from jail.policy import Limits, Policy, apply
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -376,3 +376,135 @@ def test_landlock_alone(name: str, ctx: Ctx, listeners: tuple[int, str]) -> None
 
 def test_landlock_is_available() -> None:
     assert ABI >= 1
+
+
+# The stores as rg sees them: bind mounts in a private mount namespace (jail.mounts).
+# Landlock rules attach to inodes: the rules on the store fds must hold through the
+# read-only clones too, and nothing may leak into the host's mount table.
+
+
+@pytest.fixture(scope="module")
+def view_dir() -> Iterator[str]:
+    path = tempfile.mkdtemp(prefix="memfs-view-test-")
+    os.chmod(path, 0o711)
+    yield path
+    os.rmdir(path)
+
+
+@pytest.fixture(scope="module")
+def mounted_policy(ctx: Ctx, rg_policy: Policy, view_dir: str) -> Policy:
+    return rg_policy.replace(read_fds=(), cwd=view_dir, stores=(("A", ctx.a_fd),))
+
+
+def _expect_flags(path: str, flags: int) -> None:
+    if os.statvfs(path).f_flag & flags != flags:
+        raise OSError(errno.ENOTSUP, f"{path} lacks mount flags {flags:#x}")
+
+
+def _rename_in_view() -> None:
+    os.rename("A/todo.txt", "A/x.txt")
+
+
+_RO = os.ST_RDONLY | os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC
+MOUNTED_ROWS: dict[str, tuple[Action, int]] = {
+    "read A/ through the mount": (lambda c: _open("A/todo.txt", os.O_RDONLY), 0),
+    "list A/notes through the mount": (
+        lambda c: _open("A/notes", os.O_RDONLY | os.O_DIRECTORY),
+        0,
+    ),
+    "the mount is ro, nosuid, nodev, noexec": (lambda c: _expect_flags("A", _RO), 0),
+    "the folder is ro too": (lambda c: _expect_flags(".", _RO), 0),
+    "read A by its real path": (lambda c: _open(c.a / "todo.txt", os.O_RDONLY), 0),
+    "read B by its real path": (lambda c: _open(c.b / "secret.txt", os.O_RDONLY), errno.EACCES),
+    "B is not in the folder": (lambda c: _open("B/secret.txt", os.O_RDONLY), errno.ENOENT),
+    "read B via A/..": (lambda c: _open("A/../B/secret.txt", os.O_RDONLY), errno.ENOENT),
+    "read B via a symlink in A": (lambda c: _open("A/link-to-b", os.O_RDONLY), errno.EACCES),
+    "list the folder": (lambda c: _open(".", os.O_RDONLY | os.O_DIRECTORY), errno.EACCES),
+    "write in the mount": (lambda c: _open("A/todo.txt", os.O_WRONLY), errno.EPERM),
+    "truncate(2) in the mount": (lambda c: os.truncate("A/todo.txt", 0), errno.EPERM),
+    "truncate(2) by the real path": (lambda c: os.truncate(c.a / "todo.txt", 0), errno.EPERM),
+    "create in the folder": (lambda c: _open("new", os.O_WRONLY | os.O_CREAT), errno.EPERM),
+    "rename in the mount": (lambda c: _rename_in_view(), errno.EPERM),
+    "umount the store": (lambda c: _syscall(SYS_UMOUNT2, 0, 0), errno.EPERM),
+    "mount": (lambda c: _syscall(SYS_MOUNT, 0, 0, 0, 0, 0), errno.EPERM),
+    "unshare(CLONE_NEWNS)": (lambda c: _syscall(SYS_UNSHARE, CLONE_NEWNS), errno.EPERM),
+}
+
+
+@pytest.mark.parametrize("name", list(MOUNTED_ROWS))
+def test_confined_with_mounted_stores(
+    name: str, ctx: Ctx, mounted_policy: Policy, view_dir: str
+) -> None:
+    action, expected = MOUNTED_ROWS[name]
+    got = run_confined(mounted_policy, lambda: action(ctx))
+    assert got == expected, f"{name}: got {errno.errorcode.get(got, got)}"
+    assert (ctx.a / "todo.txt").read_text() == "alpha\n"
+    assert os.listdir(view_dir) == []  # the host never sees the folder's mounts
+    with open("/proc/self/mountinfo") as mountinfo:
+        assert view_dir not in mountinfo.read()
+
+
+def _root_only(c: Ctx, action: Callable[[], None], view_dir: str) -> int:
+    """The stores mounted (as root, no Landlock, no seccomp): what the mounts alone do."""
+    pid = os.fork()
+    if pid == 0:
+        code = 201
+        try:
+            mounts.show_stores(view_dir, (("A", c.a_fd),))
+            os.chdir(view_dir)
+            code = 202
+            action()
+            code = 0
+        except OSError as error:
+            code = (error.errno or 203) if code == 202 else 204
+        except BaseException:
+            code = 205
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.parametrize(
+    "name, action",
+    [
+        ("truncate", lambda: os.truncate("A/todo.txt", 0)),
+        ("write", lambda: _open("A/todo.txt", os.O_WRONLY)),
+        ("create", lambda: _open("A/new", os.O_WRONLY | os.O_CREAT)),
+        ("create in the folder", lambda: _open("new", os.O_WRONLY | os.O_CREAT)),
+    ],
+)
+def test_the_mounts_alone_are_read_only(
+    name: str, action: Callable[[], None], ctx: Ctx, view_dir: str
+) -> None:
+    """Even as root, without Landlock or seccomp, the clones refuse writes (EROFS)."""
+    assert _root_only(ctx, action, view_dir) == errno.EROFS, name
+    assert (ctx.a / "todo.txt").read_text() == "alpha\n"
+
+
+def test_landlock_rules_on_the_store_fd_reach_the_clone(ctx: Ctx, view_dir: str) -> None:
+    """Landlock alone (no seccomp), with a rule on A's original fd only: reads through
+    the read-only clone of A are granted, B is not."""
+
+    def check() -> None:
+        _open("A/todo.txt", os.O_RDONLY)
+        try:
+            _open(ctx.b / "secret.txt", os.O_RDONLY)
+        except PermissionError:
+            return
+        raise OSError(errno.EEXIST, "B was readable")
+
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            mounts.show_stores(view_dir, (("A", ctx.a_fd),))
+            os.chdir(view_dir)
+            ruleset = landlock.create_ruleset(ABI, (), (), (), store_fds=(ctx.a_fd,))
+            libc.prctl(38, ctypes.c_ulong(1), 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+            landlock.enforce(ruleset)
+            check()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
