@@ -255,14 +255,18 @@ class Engine:
         result through the same version check as ``write``. The check is made before
         the transform runs and again at commit; a transform error changes nothing."""
         self.check_access(agent, path.store, write=True)
-        data, pinned = self._read_unrecorded(path)
+        parent = self._parent(path, create=False)
+        with backing.closing_fd(parent):
+            base, data = _read_version_at(parent, path.parts[-1])
+        if base is None:
+            raise NotFound(f"{path} does not exist")
         seen = self.seen.get(agent, path)
-        if not force and seen != pinned.version.digest:
-            raise Conflict(str(path), pinned.version.digest, seen, pinned.version.last_write)
+        if not force and seen != base.digest:
+            raise Conflict(str(path), base.digest, seen, base.last_write)
         new = transform(data)
         self._check_size(len(new))
         with self._staging.stage(new, agent) as staged:
-            return self._commit(agent, path, staged, base=pinned.version.digest, force=force)
+            return self._commit(agent, path, staged, base=base.digest, force=force)
 
     def delete(self, agent: str, path: MemPath, *, force: bool = False) -> None:
         """Remove the file; version-checked like a replace. Raises NotFound, Conflict."""
@@ -291,14 +295,6 @@ class Engine:
             return backing.walk_parent(self._store_fds[path.store], path.parts, create=create)
         except FileNotFoundError:
             raise NotFound(f"{path} does not exist") from None
-
-    def _read_unrecorded(self, path: MemPath) -> tuple[bytes, Pinned]:
-        fd = self._open_current(path)
-        if fd is None:
-            raise NotFound(f"{path} does not exist")
-        with backing.closing_fd(fd):
-            version = version_of(fd)
-            return _read_all(fd, version.size), Pinned(-1, version, None)
 
     def _check_seen(self, agent: str, path: MemPath, current: Version | None) -> None:
         """Raise Conflict unless the agent's record allows replacing ``current``."""
@@ -337,21 +333,13 @@ class Engine:
         with backing.closing_fd(parent):
             # Under the lock from read to rename, so no concurrent append is lost.
             with self._locks[path.store].held():
-                old_fd = backing.open_regular(parent, name)
-                with contextlib.ExitStack() as stack:
-                    old = None
-                    if old_fd is not None:
-                        stack.callback(os.close, old_fd)
-                        old = version_of(old_fd)
-                        self._check_size(old.size + len(data))
-                    content = (_read_all(old_fd, old.size) if old_fd is not None and old
-                               else b"") + data
-                    with self._staging.stage(content, agent) as staged:
-                        staged.move_to(parent, name)
-                        # The appender knows the whole new file only if it had the old one.
-                        seen = self.seen.get(agent, path)
-                        if old is None or seen == old.digest:
-                            self.seen.put(agent, path, staged.digest)
+                old, old_bytes = _read_version_at(parent, name)
+                self._check_size(len(old_bytes) + len(data))
+                with self._staging.stage(old_bytes + data, agent) as staged:
+                    staged.move_to(parent, name)
+                # The appender knows the whole new file only if it had the old one.
+                if old is None or self.seen.get(agent, path) == old.digest:
+                    self.seen.put(agent, path, staged.digest)
             os.fsync(parent)
         self._notify(path)
         return Committed(path, staged.digest, staged.size, created=old is None)
@@ -382,6 +370,16 @@ def _read_all(fd: int, size: int) -> bytes:
             return b"".join(chunks)
         chunks.append(chunk)
         offset += len(chunk)
+
+
+def _read_version_at(parent: int, name: str) -> tuple[Version | None, bytes]:
+    """The version and bytes of ``name`` (None and b"" when it does not exist)."""
+    fd = backing.open_regular(parent, name)
+    if fd is None:
+        return None, b""
+    with backing.closing_fd(fd):
+        version = version_of(fd)
+        return version, _read_all(fd, version.size)
 
 
 def _version_at(parent: int, name: str) -> Version | None:
