@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from memfs import backing
 from memfs.config import Config
-from memfs.errors import Conflict, NotFound, PermissionDenied, TooLarge
+from memfs.errors import Conflict, InvalidInput, NotFound, PermissionDenied, TooLarge
 from memfs.globs import compile_glob, literal_store
 from memfs.paths import MemPath
 from memfs.seen import SeenRecords
@@ -159,12 +160,26 @@ class Engine:
 
     def _open_current(self, path: MemPath) -> int | None:
         """fd of the file's current version, or None if it does not exist."""
-        try:
-            parent = backing.walk_parent(self._store_fds[path.store], path.parts, create=False)
-        except FileNotFoundError:
+        opened = self._open_current_stat(path)
+        return None if opened is None else opened[0]
+
+    def _open_current_stat(self, path: MemPath) -> tuple[int, os.stat_result] | None:
+        """fd and fstat of the file's current version, or None if it does not exist.
+
+        Raises InvalidInput when a component is a symlink or not a directory, or the
+        file is not a regular file.
+        """
+        fd = backing.open_beneath(self._store_fds[path.store], path.parts)
+        if fd is None:
             return None
-        with backing.closing_fd(parent):
-            return backing.open_regular(parent, path.parts[-1])
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise InvalidInput(f"{path} is not a regular file")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, st
 
     def open_version(self, agent: str, path: MemPath, *, record: bool = True) -> Pinned:
         """Pin the current version of a file and (with ``record``) record its digest
@@ -173,11 +188,11 @@ class Engine:
         Raises PermissionDenied, NotFound, InvalidInput (symlink, directory, special).
         """
         self.check_access(agent, path.store)
-        fd = self._open_current(path)
-        if fd is None:
+        opened = self._open_current_stat(path)
+        if opened is None:
             raise NotFound(f"{path} does not exist")
+        fd, st = opened
         try:
-            st = os.fstat(fd)
             version = version_of(fd, st)
             previous = self.seen.get(agent, path)
             if record and previous != version.digest:
@@ -351,6 +366,9 @@ class Engine:
 
 
 # -- helpers -------------------------------------------------------------------------
+
+
+
 
 
 def _undecodable(name: str) -> bool:

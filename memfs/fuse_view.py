@@ -13,7 +13,20 @@ revalidates that dentry with a LOOKUP that carries the walker's uid, and a denie
 lookup drops the dentry. Anything deeper can be cached (ENTRY_TIMEOUT/ATTR_TIMEOUT)
 because it can only be reached by walking through the store dentry. The root's
 readdir is never cached by the kernel (no FOPEN_CACHE_DIR) and is computed per
-opendir from the opener's uid.
+opendir from the opener's uid. That store LOOKUP is the most frequent request of all
+(every open by path; rg also canonicalises each matching file's path, one more walk
+per component), so it is one probe of a table built from the config.
+
+Negative entries. Below a store, a name that does not exist (or is hidden) is
+answered with a negative entry cached for ENTRY_TIMEOUT (rg probes .gitignore,
+.ignore, .rgignore and .git in every directory it enters). Never at the root: the
+kernel would share it with every uid. Each negative answer is remembered (parent
+inode, name) before the backing directory is looked at, and a commit through this
+daemon invalidates the entries of its file's name and of every directory above it
+before the writer is answered, so a created name is visible to the very next walk of
+any agent. A name created by another daemon on the same root, or planted by hand,
+appears within ENTRY_TIMEOUT (as attributes changed that way refresh within
+ATTR_TIMEOUT).
 
 Inodes. One stable inode number per (store, path, kind) for the daemon's life, the
 same for every agent; only listings differ per agent. Symlinks, FIFOs, sockets
@@ -54,7 +67,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar, cast
 
 import pyfuse3
 import trio
@@ -101,6 +114,8 @@ class Node:
     last_size: int | None = None  # size last reported to the kernel
     path: MemPath | None = None  # MemPath(store, parts), made once (None for the root)
     store_entry: pyfuse3.EntryAttributes | None = None  # a store's reply, reused
+    # the last attributes built for this node and what they were built from
+    attrs_memo: tuple[tuple[int, int, int], pyfuse3.EntryAttributes] | None = None
 
     @property
     def is_store(self) -> bool:
@@ -166,6 +181,29 @@ def guarded(method: F) -> F:
             raise pyfuse3.FUSEError(errno.EIO) from None
 
     return cast(F, wrapper)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def guarded_sync(method: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """`guarded` for a handler that never awaits, written as a plain function: one
+    coroutine per request instead of two (lookup and getattr are the hot ones)."""
+
+    @functools.wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except pyfuse3.FUSEError:
+            raise
+        except (MemfsError, OSError) as error:
+            raise pyfuse3.FUSEError(_errno_of(error)) from None
+        except Exception:
+            log.exception("unexpected error in FUSE handler %s", method.__name__)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return wrapper
 
 
 def _showable(name: str) -> bool:
@@ -312,6 +350,17 @@ class MemoryView(pyfuse3.Operations):
         return attrs
 
     def _attrs(self, node: Node, st: os.stat_result) -> pyfuse3.EntryAttributes:
+        if not node.is_dir and node.owner_handles and node.owner_stat is not None:
+            st = node.owner_stat  # keep i_size equal to the pages being served
+        # Built once per (size, mtime, ctime): a listing of 2,000 files rebuilt them all
+        # on every opendir. Never mutated once built (store replies are not memoised:
+        # _store_attrs updates those in place).
+        key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        memo = node.attrs_memo
+        if memo is not None and memo[0] == key:
+            if not node.is_dir:
+                node.last_size = st.st_size
+            return memo[1]
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = node.ino
         attrs.st_uid = attrs.st_gid = 0
@@ -321,8 +370,6 @@ class MemoryView(pyfuse3.Operations):
             attrs.st_nlink = 1  # "unknown": tools must not infer subdirectory counts
             attrs.st_size = 0
         else:
-            if node.owner_handles and node.owner_stat is not None:
-                st = node.owner_stat  # keep i_size equal to the pages being served
             attrs.st_mode = stat.S_IFREG | 0o444
             attrs.st_nlink = 1
             attrs.st_size = st.st_size
@@ -337,6 +384,7 @@ class MemoryView(pyfuse3.Operations):
         else:
             attrs.entry_timeout = ENTRY_TIMEOUT
             attrs.attr_timeout = ATTR_TIMEOUT
+            node.attrs_memo = (key, attrs)
         return attrs
 
     def _kind(self, st: os.stat_result) -> bool | None:
@@ -361,9 +409,9 @@ class MemoryView(pyfuse3.Operations):
         attrs.st_ctime_ns = st.st_ctime_ns
         return attrs
 
-    @guarded
-    async def lookup(self, parent_inode: int, name: bytes,
-                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+    @guarded_sync
+    def lookup(self, parent_inode: int, name: bytes,
+               ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         if parent_inode == ROOT:
             # Sent on every path walk through a store (its entry is never cached), so
             # kept to one probe of a table built from the (static) config; never a
@@ -410,8 +458,8 @@ class MemoryView(pyfuse3.Operations):
         # kernel may forget them freely; nothing to free.
         return None
 
-    @guarded
-    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+    @guarded_sync
+    def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         node, _agent = self._visible_node(inode, ctx)
         if node.ino == ROOT:
             return self._root_attrs()

@@ -51,7 +51,7 @@ MNT_DETACH = 2
 # pyfuse3 reader tasks: hot handlers never await, so one task serves them back to
 # back; more are spawned only while a handler awaits a worker thread (big files).
 MIN_TASKS, MAX_TASKS = 1, 32
-POLL_BUDGET = 16  # requests taken without a scheduler pass (see the module docstring)
+POLL_BUDGET = 64  # requests taken without a scheduler pass (see the module docstring)
 SPIN_SECONDS = 30e-6  # how long a reader polls for the next request before sleeping
 _STALE = (errno.ENOTCONN, errno.ECONNABORTED)
 

@@ -12,12 +12,19 @@ of several warm runs:
 
 The mount is read as agent alice (uid 2001), the backing directory as root (it is
 private to root); both in a fresh child process, timed inside the child.
+
+``--trace`` also counts the FUSE requests of one warm run of each mount workload
+(kernel tracepoints fuse:fuse_request_send/end, Linux >= 6.15, tracefs mounted):
+how many of each opcode reached the daemon, and how many failed.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -101,6 +108,54 @@ def rg_times(uid: int, directory: str) -> list[float]:
     return times
 
 
+TRACEFS = Path("/sys/kernel/tracing")
+
+
+@contextlib.contextmanager
+def fuse_requests(label: str):  # type: ignore[no-untyped-def]
+    """Print the FUSE requests (per opcode, and the failed ones) sent inside the block."""
+    events = [TRACEFS / "events/fuse" / name / "enable"
+              for name in ("fuse_request_send", "fuse_request_end")]
+    (TRACEFS / "tracing_on").write_text("0")
+    (TRACEFS / "buffer_size_kb").write_text("65536")
+    (TRACEFS / "trace").write_text("")
+    for event in events:
+        event.write_text("1")
+    (TRACEFS / "tracing_on").write_text("1")
+    try:
+        yield
+    finally:
+        (TRACEFS / "tracing_on").write_text("0")
+        for event in events:
+            event.write_text("0")
+    opcodes: dict[str, str] = {}
+    sent: collections.Counter[str] = collections.Counter()
+    failed: collections.Counter[str] = collections.Counter()
+    for line in (TRACEFS / "trace").read_text().splitlines():
+        if found := re.search(r"req (\d+) opcode \d+ \((\w+)\)", line):
+            opcodes[found[1]] = found[2].removeprefix("FUSE_")
+            sent[found[2].removeprefix("FUSE_")] += 1
+        elif (found := re.search(r"req (\d+) len \d+ error (-\d+)", line)):
+            failed[f"{opcodes.get(found[1], '?')} {found[2]}"] += 1
+    print(f"  requests during {label}: " + ", ".join(f"{op} {n}" for op, n in sent.most_common())
+          + (f"; failed: {dict(failed)}" if failed else ""))
+
+
+def traced_runs(mount: Path) -> None:
+    if not (TRACEFS / "events/fuse/fuse_request_send").exists():
+        print("--trace: no fuse tracepoints (need Linux >= 6.15 and tracefs at "
+              f"{TRACEFS})", file=sys.stderr)
+        return
+    bench = str(mount / "notes" / "bench")
+    print("FUSE requests of one warm run (kernel tracepoints):")
+    with fuse_requests(f"open+read+close of {FILES} files"):
+        child(UID_A, "files", bench, "0", str(FILES))
+    with fuse_requests(f"rg -c {PATTERN}"):
+        run_as(UID_A, [str(rg_binary()), "-c", PATTERN, bench])
+    with fuse_requests(f"sequential read of {BIG >> 20} MiB"):
+        child(UID_A, "big", str(mount / "ops" / "big.bin"), "0")
+
+
 def plant(base: Path) -> tuple[Path, Path]:
     files = base / "root" / "stores" / "notes" / "bench"
     files.mkdir(parents=True)
@@ -137,6 +192,8 @@ def main() -> int:
             n_rg = rg_times(0, str(files))
             m_big = child(UID_A, "big", str(mount / "ops" / "big.bin"), str(RUNS))
             n_big = child(0, "big", str(big), str(RUNS))
+            if "--trace" in sys.argv[1:]:
+                traced_runs(mount)  # warm: every workload above ran already
         finally:
             daemon.stop()
         fm, fn = FILES / statistics.median(m_files), FILES / statistics.median(n_files)
