@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from tests.support import Daemon, public_tmpdir, standard_config
+from tests.support import CREATED_DIRS, Daemon, public_tmpdir, standard_config
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the scratch directories of module-scoped daemons (stopped by now)."""
+    for path in CREATED_DIRS:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -56,10 +56,14 @@ def dump_toml(config: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+CREATED_DIRS: list[Path] = []  # removed at the end of the test session (conftest)
+
+
 def public_tmpdir(prefix: str = "memfs-test-") -> Path:
     """A directory every test uid can traverse (pytest's tmp_path is 0700)."""
     path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     path.chmod(0o755)
+    CREATED_DIRS.append(path)
     return path
 
 
