@@ -14,6 +14,7 @@ from typing import Any
 
 from control import protocol as p
 from jail import Jail
+from jail.errors import StoreNotReadable
 from memfs.engine import Engine, Pinned
 from memfs.errors import (
     Conflict,
@@ -138,25 +139,20 @@ class Dispatcher:
 
     def _search(self, agent: str, request: p.SearchRequest) -> dict[str, Any]:
         tools = self._require_tools()
-        self._check_search_stores(agent, request.args)
         stores = {name: self.engine.store_dir(name) for name in self.engine.readable_stores(agent)}
-        outcome = tools.search(stores, request.args)
+        try:
+            outcome = tools.search(stores, request.args, known=self.engine.config.stores)
+        except StoreNotReadable as error:
+            # A search naming a store the agent cannot read is permission_denied (the
+            # jail, which sees only the readable stores, would call it invalid).
+            self.engine.check_access(agent, error.store)
+            raise
         return {
             "output": outcome.output.decode("utf-8", "replace"),
             "exit_code": outcome.exit_code,
             "truncated": outcome.truncated,
             "stderr": outcome.stderr,
         }
-
-    def _check_search_stores(self, agent: str, args: list[str]) -> None:
-        """A search naming a store the agent cannot read is permission_denied (the jail,
-        which sees only the readable stores, would call it unknown). No path (or
-        /memory) means every store the agent may read: nothing to refuse."""
-        from jail.rg_args import parse
-
-        command = parse(args, self.engine.config.stores)
-        for store in command.named:
-            self.engine.check_access(agent, store)
 
     def _require_tools(self) -> Jail:
         if self.tools is None:

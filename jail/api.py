@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -180,21 +180,33 @@ class Jail:
 
     # -- the two tools ----------------------------------------------------------------
 
-    def search(self, stores: Mapping[str, Path], args: Sequence[str]) -> SearchResult:
+    def search(
+        self,
+        stores: Mapping[str, Path],
+        args: Sequence[str],
+        *,
+        known: Collection[str] | None = None,
+    ) -> SearchResult:
         """Run ripgrep with the user's ``args`` over ``stores`` (name -> directory; only
         the stores the agent may read). Output paths read ``STORE/PATH``.
+
+        ``known`` (every store there is, readable or not) tells a path naming a store
+        that exists but is not readable (StoreNotReadable, a BadArguments) from one
+        naming no store at all (BadArguments); the arguments are parsed once, here.
 
         Raises BadArguments (refused flag or path), JailLimit (timeout, CPU, memory),
         ToolFailed (rg error with no output at all), JailError (launcher gone).
         """
-        if not stores:
+        if not stores and known is None:
             return SearchResult(b"", 1, False, "")
         for name in stores:
             if name in ("", ".", "..") or "/" in name or "\0" in name:
                 raise BadArguments(f"bad store name {name!r}")
         command = rg_args.parse(
-            args, stores, self.settings.max_threads, default_threads=self._threads
+            args, stores, self.settings.max_threads, default_threads=self._threads, known=known
         )
+        if not command.stores:
+            return SearchResult(b"", 1, False, "")
         if len(command.stores) > MAX_FDS - 5:
             raise BadArguments(f"too many stores in one search (at most {MAX_FDS - 5})")
         limit = self.settings.output_limit_bytes

@@ -12,9 +12,11 @@ SCM_RIGHTS:
 2. each call (client -> launcher): ``{"tool": "rg", "argv": [...], "stores": [names]}``
    with fds ``[reply socket, stdin, stdout, stderr, store dir fds...]``. The launcher
    clones each store directory as a detached read-only mount and hands the call to
-   its spare: a child forked ahead, already in its own mount namespace with a tmpfs on
-   the work directory (see ``jail.mounts``), which attaches the stores there, applies
-   the policy and execs the tool.
+   the spare of its tool, a child forked ahead. rg's is already in its own mount
+   namespace with a tmpfs on the work directory (see ``jail.mounts``): it attaches
+   the stores there, applies the rest of the policy and execs rg. sed's has applied
+   its whole policy but seccomp before the call (chroot, limits, Landlock, root
+   dropped): it puts the stdio fds in place, loads the filter and execs sed.
    When the child is reaped it sends one JSON reply on the reply socket:
    ``{"status": "exited", "code": N}``, ``"signaled"`` (+``signal``), ``"timeout"``,
    ``"cancelled"`` or ``"failed"`` (+``error``, the policy could not be applied).
@@ -52,7 +54,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jail import mounts, privileges
-from jail.policy import Policy, Prepared, apply, prepare, start_ruleset
+from jail.policy import Policy, Prepared, apply, confine, prepare, set_limits, start_ruleset
+from jail.seccomp import load as load_seccomp
 
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 250
@@ -102,13 +105,16 @@ class _Job:
     reply: socket.socket
     status_read: int
     deadline: float
+    tool: str
     ended: str | None = None  # "timeout" or "cancelled" once we killed it
+    namespace: int | None = None  # the child's mount namespace, held (see start)
 
 
 @dataclass
 class _Spare:
-    """A child forked ahead of the next call, waiting for it on ``sock``."""
+    """A child forked ahead of the next call of ``tool``, waiting for it on ``sock``."""
 
+    tool: str
     pid: int
     pidfd: int
     sock: socket.socket
@@ -118,10 +124,11 @@ class _Spare:
 class Launcher:
     """The event loop: requests in, children out, replies when they are reaped.
 
-    One child is always forked ahead (the spare, see :func:`_spare_main`): a call hands
-    its fds to it and it goes straight to applying the policy, so the fork is not on
-    the call's path. A new spare is forked once the reply is sent (or on demand when
-    calls overlap), and is killed with the launcher.
+    One child per tool is always forked ahead (its spare, see :func:`_spare_main`): a
+    call hands its fds to the spare of its tool, which goes straight to the part of the
+    policy that depends on the call, so the fork (and for sed the whole confinement) is
+    not on the call's path. A new spare is forked once the reply is sent (or on demand
+    when calls overlap), and is killed with the launcher.
     """
 
     def __init__(self, control: socket.socket, tools: dict[str, _Ready], work_dir: str) -> None:
@@ -130,7 +137,7 @@ class Launcher:
         self.work_dir = work_dir
         self.selector = selectors.DefaultSelector()
         self.jobs: dict[int, _Job] = {}  # by pidfd
-        self.spare: _Spare | None = None
+        self.spares: dict[str, _Spare] = {}  # by tool
 
     def run(self) -> None:
         self.selector.register(self.control, selectors.EVENT_READ, None)
@@ -158,8 +165,8 @@ class Launcher:
                     if running.ended is None and now >= running.deadline:
                         self.kill(running, "timeout")
         finally:
-            if self.spare is not None:
-                self.drop_spare(self.spare)
+            for spare in list(self.spares.values()):
+                self.drop_spare(spare)
             for left in list(self.jobs.values()):
                 self.kill(left, "cancelled")
                 os.waitpid(left.pid, 0)
@@ -191,7 +198,7 @@ class Launcher:
             self.reply_now(fds, {"status": "failed", "error": f"bad request: {error}"})
             return True
         try:
-            self.start(data, ready.tool.policy.timeout_seconds, fds)
+            self.start(data, message["tool"], ready.tool.policy.timeout_seconds, fds)
         except OSError as error:  # fork failed (EAGAIN, ENOMEM): this call fails, not us
             self.reply_now(fds, {"status": "failed", "error": f"cannot fork: {error}"})
         return True
@@ -203,8 +210,8 @@ class Launcher:
         for fd in fds:
             os.close(fd)
 
-    def fork_spare(self) -> _Spare:
-        """Fork a child that waits for a call (raises OSError if fork fails)."""
+    def fork_spare(self, tool: str) -> _Spare:
+        """Fork a child that waits for a call of ``tool`` (raises OSError if fork fails)."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         status_read, status_write = os.pipe()
         try:
@@ -217,49 +224,58 @@ class Launcher:
             raise
         if pid == 0:  # child: never returns
             mine.close()
-            _spare_main(self.tools, self.work_dir, theirs, status_write)
+            _spare_main(self.tools, tool, self.work_dir, theirs, status_write)
         theirs.close()
         os.close(status_write)
-        return _Spare(pid, os.pidfd_open(pid), mine, status_read)
+        return _Spare(tool, pid, os.pidfd_open(pid), mine, status_read)
 
-    def replenish(self) -> None:
-        """Have a spare ready for the next call (best effort)."""
-        if self.spare is not None:
-            return
-        try:
-            self.spare = self.fork_spare()
-        except OSError:
-            return  # the next call forks on demand, and reports the error if any
-        self.selector.register(self.spare.pidfd, selectors.EVENT_READ, self.spare)
+    def replenish(self, *tools: str) -> None:
+        """Have a spare of each of ``tools`` (default: every tool) ready for the next
+        call (best effort)."""
+        for tool in tools or tuple(self.tools):
+            if tool in self.spares:
+                continue
+            try:
+                spare = self.fork_spare(tool)
+            except OSError:
+                return  # the next call forks on demand, and reports the error if any
+            self.spares[tool] = spare
+            self.selector.register(spare.pidfd, selectors.EVENT_READ, spare)
 
-    def take_spare(self) -> _Spare:
-        spare = self.spare
+    def take_spare(self, tool: str) -> _Spare:
+        spare = self.spares.pop(tool, None)
         if spare is None:
-            return self.fork_spare()
-        self.spare = None
+            return self.fork_spare(tool)
         self.selector.unregister(spare.pidfd)
         return spare
 
     def on_spare_exit(self, spare: _Spare) -> None:
-        """An idle spare died (killed by someone): forget it, fork another."""
-        if spare is self.spare:
-            self.selector.unregister(spare.pidfd)
-            self.spare = None
-        self.drop_spare(spare)
-        self.replenish()
+        """An idle spare died: forget it; fork another if it was killed by someone, not
+        if it failed to confine itself (the next call of its tool forks one on demand,
+        which reports the failure; no fork loop)."""
+        if self.spares.get(spare.tool) is not spare:
+            return  # taken by a call earlier in the same batch of events: not idle
+        self.selector.unregister(spare.pidfd)
+        del self.spares[spare.tool]
+        failed = self.drop_spare(spare)
+        if not failed:
+            self.replenish(spare.tool)
 
-    def drop_spare(self, spare: _Spare) -> None:
+    def drop_spare(self, spare: _Spare) -> str:
+        """Kill and reap a spare; returns the failure it reported, if any."""
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(spare.pidfd, signal.SIGKILL)
         os.waitpid(spare.pid, 0)
         spare.sock.close()
         os.close(spare.pidfd)
+        failure = _read_all(spare.status_read)
         os.close(spare.status_read)
+        return failure
 
-    def start(self, request: bytes, timeout: float, fds: list[int]) -> None:
-        """Hand the call to the spare (or to a fresh child if it is gone)."""
+    def start(self, request: bytes, tool: str, timeout: float, fds: list[int]) -> None:
+        """Hand the call to the spare of ``tool`` (or to a fresh child if it is gone)."""
         for attempt in (1, 2):
-            spare = self.take_spare()
+            spare = self.take_spare(tool)
             try:
                 socket.send_fds(spare.sock, [request], fds[1:])
                 break
@@ -277,10 +293,19 @@ class Launcher:
             reply=reply,
             status_read=spare.status_read,
             deadline=time.monotonic() + timeout,
+            tool=tool,
         )
         self.jobs[job.pidfd] = job
         self.selector.register(job.pidfd, selectors.EVENT_READ, job)
         self.selector.register(reply, selectors.EVENT_READ, job)
+        if not _confined_ahead(self.tools[tool]):
+            # Hold the child's private mount namespace (the stores mounted in it): else
+            # the tool's exit unmounts them, on the call's path, before its parent is
+            # told; here they go when the call is cleaned up, after the reply. (While
+            # the spare is attaching the stores: in parallel. If it has not entered its
+            # own namespace yet, this is ours, and holding it changes nothing.)
+            with contextlib.suppress(OSError):
+                job.namespace = os.open(f"/proc/{job.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
 
     def on_reply_socket(self, job: _Job) -> None:
         """The client shut its side down: it wants the tool stopped."""
@@ -309,7 +334,7 @@ class Launcher:
         with contextlib.suppress(OSError):
             job.reply.send(json.dumps(reply).encode(), socket.MSG_NOSIGNAL)
         self.cleanup(job)
-        self.replenish()  # after the reply: off the path of this call and the next
+        self.replenish(job.tool)  # after the reply: off the path of this call and the next
 
     def cleanup(self, job: _Job) -> None:
         for fileobj in (job.pidfd, job.reply):
@@ -319,64 +344,106 @@ class Launcher:
         os.close(job.pidfd)
         os.close(job.status_read)
         job.reply.close()
+        if job.namespace is not None:
+            os.close(job.namespace)
 
 
 def _plan(
-    tools: Mapping[str, _Ready], work_dir: str, request: bytes, fds: list[int]
-) -> tuple[_Ready, Policy, list[str]]:
-    """The tool, policy and argv of a call; ``fds`` are stdin, stdout, stderr and the
-    store directories. Raises ValueError, KeyError or TypeError for a bad request."""
+    ready: _Ready, name: str, work_dir: str, request: bytes, fds: list[int]
+) -> tuple[Policy, list[str]]:
+    """The policy and argv of a call of tool ``name``; ``fds`` are stdin, stdout, stderr
+    and the store directories. Raises ValueError, KeyError or TypeError for a bad
+    request."""
     message = json.loads(request)
-    ready = tools[message["tool"]]
-    names = [str(name) for name in message["stores"]]
+    if message["tool"] != name:
+        raise ValueError(f"a call of {message['tool']!r} reached the spare of {name!r}")
+    names = [str(store) for store in message["stores"]]
     if len(fds) != 3 + len(names):
         raise ValueError("wrong number of file descriptors")
     argv = [str(a) for a in message["argv"]]
     policy = ready.tool.policy
     if names:
         policy = policy.replace(cwd=work_dir, stores=tuple(zip(names, fds[3:], strict=True)))
-    return ready, policy, argv
+    return policy, argv
 
 
-def _warm_up(tools: Mapping[str, _Ready], work_dir: str) -> None:
-    """Plan a dummy call of each tool: the first run of a code path in a forked child
-    writes to many shared pages (reference counts), each write copying a page; done
-    here, while waiting, rather than on the call's path (it halves the planning time)."""
-    for name, ready in tools.items():
-        stores = [] if ready.tool.policy.chroot else ["warm-up"]
-        request = json.dumps({"tool": name, "argv": ["x"], "stores": stores}).encode()
-        _plan(tools, work_dir, request, [0, 1, 2] + [0] * len(stores))
+def _warm_up(ready: _Ready, name: str, work_dir: str) -> None:
+    """Plan a dummy call: the first run of a code path in a forked child writes to many
+    shared pages (reference counts), each write copying a page; done here, while
+    waiting, rather than on the call's path (it halves the planning time)."""
+    stores = [] if _confined_ahead(ready) else ["warm-up"]
+    request = json.dumps({"tool": name, "argv": ["x"], "stores": stores}).encode()
+    _plan(ready, name, work_dir, request, [0, 1, 2] + [0] * len(stores))
+
+
+def _confined_ahead(ready: _Ready) -> bool:
+    """Whether the spare of this tool applies all of its policy but seccomp before its
+    call: true for a tool run in a chroot (sed), whose calls never bring a store
+    (``Policy`` refuses stores with a chroot), so that nothing of the policy depends
+    on the call."""
+    return ready.tool.policy.chroot is not None
+
+
+def _close_all_but(keep: set[int]) -> None:
+    """Close every fd but ``keep`` (the launcher's sockets, pipes and pidfds, inherited
+    by the fork, have nothing to do in a spare)."""
+    low = 0
+    for fd in sorted(keep):
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 20)
 
 
 def _spare_main(
-    tools: Mapping[str, _Ready], work_dir: str, sock: socket.socket, status: int
+    tools: Mapping[str, _Ready], name: str, work_dir: str, sock: socket.socket, status: int
 ) -> None:
-    """In a spare child: wait for one call, then confine and exec (never returns).
+    """In a spare child of tool ``name``: confine it as far as its calls allow, wait for
+    one call, then finish and exec (never returns).
 
-    What does not depend on the call is done before waiting: own session (the launcher
-    kills the whole process group), signal mask, death with the launcher, a private
-    mount namespace with a tmpfs on the work directory (for rg's stores; harmless for
-    sed, which then chroots), a Landlock ruleset per tool with its path rules.
+    Always done before waiting: own session (the launcher kills the whole process
+    group), signal mask, death with the launcher, every inherited fd closed but those
+    needed, the resource limits, a Landlock ruleset with the tool's path rules. Then:
+
+    - sed (run in a chroot, no stores): the whole policy but seccomp (``policy.confine``):
+      the spare waits chrooted, as the unprivileged uid with no capability, inside its
+      Landlock domain; the call brings only stdio and argv; the seccomp filter is
+      loaded after they are received (it would refuse ``recvmsg``), just before exec;
+    - rg: a private mount namespace with a tmpfs on the work directory, still root:
+      the stores of the call are attached there, then the rest of the policy applied.
     """
+    ready = tools[name]
+    policy = ready.tool.policy
+    ahead = _confined_ahead(ready)
+    ruleset: int | None = None
     try:
         os.setsid()
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         privileges.die_with_parent()
-        mounts.enter_namespace(work_dir)
-        rulesets = {name: start_ruleset(ready.prepared) for name, ready in tools.items()}
-        _warm_up(tools, work_dir)
+        keep = {0, 1, 2, sock.fileno(), status, ready.exe}
+        keep.update(fd for fd, _ in ready.prepared.path_rules)
+        _close_all_but(keep)
+        ruleset = start_ruleset(ready.prepared)
+        if ahead:
+            confine(policy, ready.prepared, ruleset=ruleset)
+            ruleset = None  # enforced and closed
+        else:
+            mounts.enter_namespace(work_dir)
+            set_limits(policy.limits)
+        _warm_up(ready, name, work_dir)
         request, fds, _flags, _addr = socket.recv_fds(
             sock, MAX_MESSAGE, MAX_FDS, socket.MSG_CMSG_CLOEXEC
         )
         if not request:
             os._exit(0)  # the launcher is going away
-        ready, policy, argv = _plan(tools, work_dir, request, fds)
-        ruleset = rulesets[json.loads(request)["tool"]]
+        planned, argv = _plan(ready, name, work_dir, request, fds)
+        if ahead and planned.stores:
+            raise ValueError("stores in a call of a tool confined ahead")
     except BaseException as error:
         with contextlib.suppress(BaseException):
             os.write(status, f"{type(error).__name__}: {error}".encode())
         os._exit(EXEC_FAILED)
-    _child(ready, policy, argv, fds[:3], status, ruleset)
+    _child(ready, planned, argv, fds[:3], status, None if ahead else ruleset)
 
 
 def _read_all(fd: int) -> str:
@@ -387,9 +454,17 @@ def _read_all(fd: int) -> str:
 
 
 def _child(
-    ready: _Ready, policy: Policy, argv: list[str], stdio: list[int], status: int, ruleset: int
+    ready: _Ready,
+    policy: Policy,
+    argv: list[str],
+    stdio: list[int],
+    status: int,
+    ruleset: int | None,
 ) -> None:
-    """In the forked child: stdio in place, policy applied, tool executed. Never returns.
+    """In the spare, once its call came: stdio in place, the rest of the policy applied,
+    tool executed. Never returns. With ``ruleset`` (started ahead, the stores still to
+    attach): ``policy.apply``; without (the spare was confined ahead by
+    ``policy.confine``): only its last step, the seccomp filter.
 
     Kept to system calls: the signal dispositions need no reset (the launcher catches
     rather than ignores, and exec resets caught signals), everything else was prepared.
@@ -405,7 +480,10 @@ def _child(
             os.dup2(fd, target, inheritable=True)
         if _libc.syscall(_SYS_CLOSE_RANGE, 3, ctypes.c_uint(0xFFFFFFFF), _CLOSE_RANGE_CLOEXEC):
             raise OSError(ctypes.get_errno(), "close_range(CLOEXEC)")
-        apply(policy, ready.prepared, ruleset=ruleset, in_namespace=True)
+        if ruleset is None:
+            load_seccomp(ready.prepared.seccomp)
+        else:
+            apply(policy, ready.prepared, ruleset=ruleset, in_namespace=True, limits_set=True)
     except BaseException as error:  # report anything, then die without cleanup
         with contextlib.suppress(BaseException):
             os.write(status, f"{type(error).__name__}: {error}".encode())

@@ -164,12 +164,26 @@ def start_ruleset(prepared: Prepared) -> int:
     return landlock.create_ruleset(prepared.abi, (), (), (), path_rules=prepared.path_rules)
 
 
+def set_limits(limits: Limits) -> None:
+    """Set the kernel resource limits (soft = hard: the process cannot raise them)."""
+    for which, value in (
+        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_AS, limits.address_space_bytes),
+        (resource.RLIMIT_FSIZE, limits.file_size_bytes),
+        (resource.RLIMIT_NPROC, limits.nproc),
+        (resource.RLIMIT_NOFILE, limits.nofile),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(which, (value, value))
+
+
 def apply(
     policy: Policy,
     prepared: Prepared | None = None,
     *,
     ruleset: int | None = None,
     in_namespace: bool = False,
+    limits_set: bool = False,
 ) -> None:
     """Confine the calling process according to ``policy``, irreversibly.
 
@@ -183,7 +197,31 @@ def apply(
     Steps done ahead of the call, by the launcher's spare child: ``ruleset`` is
     :func:`start_ruleset` of ``prepared``; ``in_namespace`` says that the process
     already did ``mounts.enter_namespace(policy.cwd)`` and that the store fds are
-    detached read-only clones (``mounts.clone_read_only``), to attach.
+    detached read-only clones (``mounts.clone_read_only``), to attach; ``limits_set``
+    that it already did ``set_limits(policy.limits)``.
+    """
+    ready = confine(
+        policy, prepared, ruleset=ruleset, in_namespace=in_namespace, limits_set=limits_set
+    )
+    # 6. seccomp last: from here on only the allow-listed system calls work.
+    seccomp.load(ready.seccomp)
+
+
+def confine(
+    policy: Policy,
+    prepared: Prepared | None = None,
+    *,
+    ruleset: int | None = None,
+    in_namespace: bool = False,
+    limits_set: bool = False,
+) -> Prepared:
+    """Every step of :func:`apply` but the last, loading the seccomp filter; returns
+    the :class:`Prepared` whose ``seccomp`` program the caller must load before exec.
+
+    A policy without stores depends on nothing of the call: the launcher's spare child
+    for sed runs this ahead, then waits for its call as the unprivileged uid, chrooted
+    and inside the Landlock domain; only the stdio fds and the argv come with the call
+    (and the filter is loaded then: it would refuse the waiting itself).
     """
     ready = prepared if prepared is not None else prepare(policy)
 
@@ -202,16 +240,8 @@ def apply(
         os.chdir(policy.cwd)
 
     # 2. Limits; lowering needs no privilege but doing it first keeps the order simple.
-    limits = policy.limits
-    for which, value in (
-        (resource.RLIMIT_CPU, limits.cpu_seconds),
-        (resource.RLIMIT_AS, limits.address_space_bytes),
-        (resource.RLIMIT_FSIZE, limits.file_size_bytes),
-        (resource.RLIMIT_NPROC, limits.nproc),
-        (resource.RLIMIT_NOFILE, limits.nofile),
-        (resource.RLIMIT_CORE, 0),
-    ):
-        resource.setrlimit(which, (value, value))
+    if not limits_set:
+        set_limits(policy.limits)
 
     # 3. The Landlock ruleset is built while still root (the rule paths were opened as
     # root, by prepare).
@@ -220,7 +250,7 @@ def apply(
         ruleset = landlock.create_ruleset(
             ready.abi, policy.read_fds, (), (), path_rules=ready.path_rules, store_fds=stores
         )
-    else:
+    elif policy.read_fds or stores:
         landlock.add_rules(ruleset, ready.abi, policy.read_fds, stores)
 
     # 4. Root is gone for good (also sets no_new_privs, needed by Landlock and seccomp).
@@ -230,6 +260,4 @@ def apply(
 
     # 5. Landlock: reads only beneath the granted fds/paths, execute only the tool.
     landlock.enforce(ruleset)
-
-    # 6. seccomp last: from here on only the allow-listed system calls work.
-    seccomp.load(ready.seccomp)
+    return ready

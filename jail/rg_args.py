@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from jail.errors import BadArguments
+from jail.errors import BadArguments, StoreNotReadable
 
 MOUNT_PREFIX = "/memory/"
 MAX_ARGS_BYTES = 64 * 1024
@@ -203,8 +203,14 @@ def parse(
     max_threads: int = 4,
     *,
     default_threads: int | None = None,
+    known: Collection[str] | None = None,
 ) -> RgCommand:
     """Validate ``args`` against the allow-list and the readable ``stores``.
+
+    A path naming a store of ``known`` (all the stores there are) that is not readable
+    raises StoreNotReadable (after every path was checked: a path naming no store at
+    all is BadArguments first); without ``known``, it is BadArguments like any unknown
+    store.
 
     ``-j``/``--threads`` may ask for 1 to ``max_threads`` threads; without it rg gets
     ``default_threads`` (``max_threads`` if None).
@@ -252,7 +258,7 @@ def parse(
         if not positionals:
             raise BadArguments("no search pattern given")
         patterns.append(positionals.pop(0))
-    paths, used, named = _paths(positionals, stores)
+    paths, used, named = _paths(positionals, stores, known)
     return RgCommand(tuple(options), tuple(patterns), paths, used, threads, named)
 
 
@@ -299,7 +305,7 @@ def _refuse(name: str, as_typed: str) -> None:
 
 
 def _paths(
-    raw: list[str], stores: Collection[str]
+    raw: list[str], stores: Collection[str], known: Collection[str] | None = None
 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """Map path arguments to ``STORE[/PATH]`` strings; none means every store. Returns
     (paths, stores read, stores named by a path)."""
@@ -309,6 +315,7 @@ def _paths(
     paths: list[str] = []
     used: set[str] = set()
     named: set[str] = set()
+    denied: set[str] = set()
     for path in raw:
         text = path
         if text in ("/memory", "/memory/"):
@@ -326,8 +333,12 @@ def _paths(
         if ".." in parts:
             raise BadArguments(f"path {path!r}: '..' is not allowed")
         if parts[0] not in stores:
-            raise BadArguments(f"path {path!r}: no readable store named {parts[0]!r}")
+            if known is None or parts[0] not in known:
+                raise BadArguments(f"path {path!r}: no readable store named {parts[0]!r}")
+            denied.add(parts[0])
         used.add(parts[0])
         named.add(parts[0])
         paths.append("/".join(parts))
+    if denied:
+        raise StoreNotReadable(min(denied))
     return tuple(paths), tuple(sorted(used)), tuple(sorted(named))

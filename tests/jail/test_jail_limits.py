@@ -74,6 +74,25 @@ def test_memory_limit(make_settings: Callable[..., JailSettings], tmp_path: Path
             small.search({"s": store}, huge)
 
 
+def _status(pid: int | str) -> dict[str, str]:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines())}
+
+
+def spares(jail: Jail) -> dict[str, int]:
+    """The launcher's idle children, by tool: the sed one waits chrooted in the sed root,
+    the rg one as root, in its own mount namespace."""
+    launcher = jail._process.pid
+    time.sleep(0.2)  # the launcher forks them once it has replied: let it
+    children = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
+    found = {}
+    for child in children:
+        root = os.readlink(f"/proc/{child}/root")
+        found["sed" if root == str(jail.settings.sed_root.resolve()) else "rg"] = int(child)
+    assert len(found) == len(children)
+    return found
+
+
 def test_no_leak_of_fds_or_processes(jail: Jail, stores: dict[str, Path]) -> None:
     launcher = jail._process.pid
 
@@ -88,22 +107,98 @@ def test_no_leak_of_fds_or_processes(jail: Jail, stores: dict[str, Path]) -> Non
         jail.sed(["s/a/b/"], b"a\n")
         jail.search(stores, ["-c", "alpha"])
     assert fds() == before
-    # Only the spare is left: one child forked ahead of the next call, still root,
-    # waiting (it has not applied any policy yet).
-    children = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
-    assert len(children) == 1
-    status = Path(f"/proc/{children[0]}/status").read_text()
-    assert "\nUid:\t0\t0\t0\t0\n" in status
-    assert Path(f"/proc/{children[0]}/task/{children[0]}/children").read_text() == ""
+    # Only the spares are left: one child per tool forked ahead of its next call.
+    found = spares(jail)
+    assert set(found) == {"rg", "sed"}
+    # rg's is still root (the stores of the call are mounted as root)...
+    assert _status(found["rg"])["Uid"].split() == ["0"] * 4
+    for pid in found.values():
+        assert Path(f"/proc/{pid}/task/{pid}/children").read_text() == ""
+        # ... and each holds only its own fds: none of the launcher's sockets or pipes.
+        assert _own_fds(pid) == (1, 1)
 
 
-def test_a_dead_spare_is_replaced(jail: Jail, stores: dict[str, Path]) -> None:
+def _own_fds(pid: int) -> tuple[int, int]:
+    """(sockets, pipes) among the fds >= 3 of a spare: its own socket and status pipe
+    (the rest are O_PATH files, and a Landlock ruleset)."""
+    kinds = [
+        os.readlink(f"/proc/{pid}/fd/{fd}").split(":")[0]
+        for fd in os.listdir(f"/proc/{pid}/fd")
+        if int(fd) >= 3
+    ]
+    return kinds.count("socket"), kinds.count("pipe")
+
+
+def test_the_sed_spare_is_confined_before_its_call(jail: Jail) -> None:
+    """The sed spare applied its whole policy but seccomp before any call: chrooted,
+    the jail uid with no capability and no_new_privs, the resource limits set, only
+    its own fds open (stdio of the launcher, its socket, status pipe, the sed binary and
+    Landlock rule paths). What it can still do is checked in test_kernel (confine)."""
+    jail.sed(["p"], b"")
+    pid = spares(jail)["sed"]
+    status = _status(pid)
+    uid, gid = str(jail.settings.uid), str(jail.settings.gid)
+    assert status["Uid"].split() == [uid] * 4
+    assert status["Gid"].split() == [gid] * 4
+    assert status["Groups"] == ""
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(status[cap], 16) == 0, cap
+    assert status["NoNewPrivs"] == "1"
+    assert status["Seccomp"] == "0"  # loaded once the call's fds are received
+    assert os.readlink(f"/proc/{pid}/root") == str(jail.settings.sed_root.resolve())
+    limits = Path(f"/proc/{pid}/limits").read_text()
+    assert re_limit("Max file size", limits) == ("0", "0")
+    assert re_limit("Max cpu time", limits) == (str(jail.settings.cpu_seconds),) * 2
+    assert _own_fds(pid) == (1, 1)
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        if int(fd) >= 3 and not target.startswith(("socket:", "pipe:")):
+            assert target.startswith(str(jail.settings.sed_root.resolve())), target
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
+
+
+def re_limit(name: str, limits: str) -> tuple[str, str]:
+    for line in limits.splitlines():
+        if line.startswith(name):
+            soft, hard = line[len(name) :].split()[:2]
+            return soft, hard
+    raise AssertionError(f"no {name} in /proc/PID/limits")
+
+
+@pytest.mark.parametrize("tool", ["sed", "rg"])
+def test_a_dead_spare_is_replaced(jail: Jail, stores: dict[str, Path], tool: str) -> None:
     launcher = jail._process.pid
     jail.sed(["p"], b"")
+    jail.search(stores, ["-c", "alpha", "A/todo.txt"])
+    killed = spares(jail)[tool]
+    os.kill(killed, 9)
     time.sleep(0.2)
-    (spare,) = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
-    os.kill(int(spare), 9)
-    time.sleep(0.2)
+    replaced = spares(jail)
+    assert set(replaced) == {"rg", "sed"}
+    assert killed not in replaced.values()
     assert jail.sed(["s/a/b/"], b"a\n") == b"b\n"
     assert jail.search(stores, ["-c", "alpha", "A/todo.txt"]).output == b"1\n"
     assert jail.launcher_pid == launcher
+
+
+def test_concurrent_calls_after_both_spares_died(jail: Jail, stores: dict[str, Path]) -> None:
+    """Spares of both tools killed while idle, at once: the next calls fork on demand."""
+    found = spares(jail)
+    for pid in found.values():
+        os.kill(pid, 9)
+    for pid in found.values():  # dead (a zombie, or reaped already), not just dying
+        while _state(pid) not in ("Z", "gone"):
+            time.sleep(0.001)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        seds = [pool.submit(jail.sed, ["s/a/b/"], b"a\n") for _ in range(4)]
+        searches = [
+            pool.submit(jail.search, stores, ["-c", "alpha", "A/todo.txt"]) for _ in range(4)
+        ]
+        assert [f.result() for f in seds] == [b"b\n"] * 4
+        assert [f.result().output for f in searches] == [b"1\n"] * 4

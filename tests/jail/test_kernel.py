@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from jail import binaries, landlock, mounts, privileges
-from jail.policy import Limits, Policy, apply
+from jail.policy import Limits, Policy, apply, confine, prepare, start_ruleset
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -508,3 +508,88 @@ def test_landlock_rules_on_the_store_fd_reach_the_clone(ctx: Ctx, view_dir: str)
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# The sed spare waits for its call after ``confine`` (the whole policy but seccomp):
+# what it can still do then, in Python, before the filter is loaded.
+def _sed_policy(sed_root: Path) -> Policy:
+    sed = binaries.check_sed_root(sed_root)
+    return Policy(
+        chroot=str(sed_root),
+        read_paths=(*sed.libraries, binaries.LOCALE_IN_ROOT),
+        exec_paths=(binaries.SED_IN_ROOT, *([sed.loader] if sed.loader else [])),
+        limits=Limits(cpu_seconds=5),
+        die_with_parent=True,
+    )
+
+
+def _recv_one_fd(c: Ctx) -> None:
+    """The spare's next step: receive the call's fds; works under Landlock alone."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    socket.send_fds(theirs, [b"call"], [c.spare_pipe])
+    _msg, fds, _flags, _addr = socket.recv_fds(mine, 100, 4)
+    if len(fds) != 1:
+        raise OSError(errno.EBADMSG, "no fd received")
+
+
+def _mount_tmpfs(where: str) -> None:
+    if libc.mount(b"x", where.encode(), b"tmpfs", ctypes.c_ulong(0), None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+CONFINED_AHEAD_ROWS: dict[str, tuple[Action, int]] = {
+    # positive rows: what the waiting spare must still do
+    "receive the call's fds": (_recv_one_fd, 0),
+    "read the locale in the chroot": (
+        lambda c: _open("/usr/lib/locale/C.utf8/LC_CTYPE", os.O_RDONLY),
+        0,
+    ),
+    # the chroot: the host is not there
+    "read /etc/passwd": (lambda c: _open("/etc/passwd", os.O_RDONLY), errno.ENOENT),
+    # Landlock: nothing outside the granted paths, even through fds opened before
+    "read A via a leaked fd": (
+        lambda c: _open("todo.txt", os.O_RDONLY, dir_fd=c.a_fd),
+        errno.EACCES,
+    ),
+    "read B via a leaked fd": (
+        lambda c: _open("secret.txt", os.O_RDONLY, dir_fd=c.b_fd),
+        errno.EACCES,
+    ),
+    "list the chroot": (lambda c: _open("/", os.O_RDONLY | os.O_DIRECTORY), errno.EACCES),
+    "create a file in the chroot": (
+        lambda c: _open("/new", os.O_WRONLY | os.O_CREAT),
+        errno.EACCES,
+    ),
+    "execute /bin/sh": (lambda c: _exec("/bin/sh"), errno.ENOENT),
+    # no privilege left
+    "setuid(0)": (lambda c: os.setuid(0), errno.EPERM),
+    "chroot out": (lambda c: os.chroot("/usr"), errno.EPERM),
+    "mount a tmpfs": (lambda c: _mount_tmpfs("/"), errno.EPERM),
+    "unshare(CLONE_NEWNS)": (lambda c: _syscall(SYS_UNSHARE, CLONE_NEWNS), errno.EPERM),
+    "ptrace the launcher": (_ptrace_attach, errno.EPERM),
+    "signal the launcher": (lambda c: os.kill(c.parent, 0), errno.EPERM),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFINED_AHEAD_ROWS))
+def test_confined_ahead(name: str, ctx: Ctx, sed_root: Path) -> None:
+    action, expected = CONFINED_AHEAD_ROWS[name]
+    policy = _sed_policy(sed_root)
+    pid = os.fork()
+    if pid == 0:
+        code = 201
+        try:
+            prepared = prepare(policy)
+            confine(policy, prepared, ruleset=start_ruleset(prepared))
+            code = 202
+            action(ctx)
+            code = 0
+        except OSError as error:
+            code = (error.errno or 203) if code == 202 else 204
+        except BaseException:
+            code = 205
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    got = os.waitstatus_to_exitcode(status)
+    assert got == expected, f"{name}: got {errno.errorcode.get(got, got)}"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from jail import BadArguments, Jail
+from jail.errors import StoreNotReadable
 from jail.rg_args import parse
 
 STORES = ("A", "B")
@@ -168,3 +169,44 @@ def test_regex_error_is_reported(jail: Jail, stores: dict[str, Path]) -> None:
         jail.search(stores, ["foo("])
     assert caught.value.exit_code == 2
     assert "regex" in caught.value.stderr
+
+
+@pytest.mark.parametrize(
+    "args, refused",
+    [
+        (["foo", "B"], "B"),
+        (["foo", "A", "/memory/B/x"], "B"),
+        (["foo", "C/x", "B"], "B"),  # both: the first, sorted
+        (["foo", "B/y", "C"], "B"),
+    ],
+)
+def test_a_known_store_that_is_not_readable(args: list[str], refused: str) -> None:
+    """With ``known``: StoreNotReadable, naming the store (the daemon answers
+    permission_denied); without: plain BadArguments, as for a store that does not exist."""
+    with pytest.raises(StoreNotReadable) as caught:
+        parse(args, ("A",), known=("A", "B", "C"))
+    assert caught.value.store == refused
+    with pytest.raises(BadArguments) as plain:
+        parse(args, ("A",))
+    assert not isinstance(plain.value, StoreNotReadable)
+
+
+def test_a_store_that_does_not_exist_is_bad_arguments_first() -> None:
+    with pytest.raises(BadArguments) as caught:
+        parse(["foo", "B", "nowhere/x"], ("A",), known=("A", "B"))
+    assert not isinstance(caught.value, StoreNotReadable)
+    assert "nowhere" in str(caught.value)
+
+
+def test_known_changes_nothing_for_readable_stores() -> None:
+    for args in (["foo"], ["foo", "A/x"], ["foo", "/memory"]):
+        assert parse(args, ("A",), known=("A", "B")) == parse(args, ("A",))
+
+
+def test_search_with_no_readable_store(jail: Jail, stores: dict[str, Path]) -> None:
+    """``known`` given: the arguments are still checked, and an empty search is empty."""
+    assert jail.search({}, ["foo"], known=("A", "B")).exit_code == 1
+    with pytest.raises(StoreNotReadable):
+        jail.search({}, ["foo", "B"], known=("A", "B"))
+    with pytest.raises(BadArguments, match="--pre"):
+        jail.search({}, ["--pre", "/bin/sh", "x"], known=("A",))
