@@ -191,7 +191,11 @@ def walk_files(store_fd: int, prefix: tuple[str, ...] = ()) -> Iterator[Entry]:
     Symlinks, FIFOs, devices and sockets are skipped; unreadable directories too.
     """
     try:
-        fd = walk_parent(store_fd, (*prefix, "x"), create=False) if prefix else os.dup(store_fd)
+        # a fresh open, not a dup: a dup would share its directory offset with the
+        # store fd, so two concurrent walks (or a walk and a mount listing) would
+        # each read part of the entries
+        fd = (walk_parent(store_fd, (*prefix, "x"), create=False) if prefix
+              else open_dir(store_fd, "."))
     except (FileNotFoundError, InvalidInput):
         return
     stack = [(fd, "/".join(prefix))]

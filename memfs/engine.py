@@ -193,7 +193,7 @@ class Engine:
             raise NotFound(f"{path} does not exist")
         fd, st = opened
         try:
-            version = version_of(fd, st)
+            version = version_of(fd, st, remember=True)
             previous = self.seen.get(agent, path)
             if record and previous != version.digest:
                 self.seen.put(agent, path, version.digest)

@@ -51,7 +51,14 @@ its open. Freshness: ``cat`` (any new open) always returns the version current a
 open time, whoever changed it. Attributes (``stat``) are refreshed at once after a
 commit through this daemon (the commit listener invalidates them before the write
 is acknowledged) and within ATTR_TIMEOUT after a change made by another daemon on
-the same root.
+the same root (a store directory's own times within STORE_ATTR_REFRESH: its reply is
+sent on every path walk, so its fstat is reused for that long, and dropped by every
+commit through this daemon).
+
+Cost of an open. Pinning is one openat2 and one fstat; the version record and the
+agent's seen record are answered from memory while provably unchanged (see
+memfs/versions.py and memfs/seen.py), so a warm open reads no xattr at all and writes
+one only when the agent's record differs from the version it pins.
 """
 
 from __future__ import annotations
@@ -66,7 +73,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar, cast
 
 import pyfuse3
@@ -83,6 +90,7 @@ ROOT = pyfuse3.ROOT_INODE
 ENTRY_TIMEOUT = 5.0  # files and directories below a store
 ATTR_TIMEOUT = 5.0
 ROOT_ATTR_TIMEOUT = 1.0  # the root's own attributes (same for every agent)
+STORE_ATTR_REFRESH = 1.0  # a store directory's times, re-read at most this often
 NEGATIVE_LIMIT = 65536  # negative entries (below stores) tracked for invalidation
 INLINE_OPEN_LIMIT = 1024 * 1024  # bigger files are pinned in a worker thread
 BLKSIZE = 128 * 1024  # preferred I/O size reported to tools (cat, Python buffers)
@@ -114,8 +122,12 @@ class Node:
     last_size: int | None = None  # size last reported to the kernel
     path: MemPath | None = None  # MemPath(store, parts), made once (None for the root)
     store_entry: pyfuse3.EntryAttributes | None = None  # a store's reply, reused
+    store_epoch: int = -1  # the commit epoch and time until which store_entry is fresh
+    store_fresh_until: float = 0.0
     # the last attributes built for this node and what they were built from
     attrs_memo: tuple[tuple[int, int, int], pyfuse3.EntryAttributes] | None = None
+    # directories: (name, is_dir) -> child node, an index of _by_key for listings
+    children: dict[tuple[str, bool], Node] = field(default_factory=dict)
 
     @property
     def is_store(self) -> bool:
@@ -209,8 +221,10 @@ def guarded_sync(method: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
 def _showable(name: str) -> bool:
     """Any real name (even one the socket cannot address, such as a non-UTF-8 one:
     it can still be read here); never "." or ".." or an overlong name."""
-    return name not in ("", ".", "..") and "/" not in name and "\0" not in name and (
-        len(os.fsencode(name)) <= MAX_NAME_BYTES)
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        return False
+    # an ASCII name is as long encoded as decoded (saves an fsencode per entry listed)
+    return len(name if name.isascii() else os.fsencode(name)) <= MAX_NAME_BYTES
 
 
 def _fail(code: int) -> pyfuse3.FUSEError:
@@ -241,6 +255,7 @@ class MemoryView(pyfuse3.Operations):
         self._notify_lock = threading.Lock()
         self._attached = False
         self.counters = _Counters()
+        self._commit_epoch = 0  # bumped by every commit through this daemon
         # (uid, name) -> store node, for every store the uid's agent may read: the
         # root lookup, sent on every path walk through a store, is one dict probe.
         self._root_entries: dict[tuple[int, bytes], Node] = {}
@@ -317,6 +332,7 @@ class MemoryView(pyfuse3.Operations):
                                 os.fsencode(name), path=MemPath(key[0], key[1]))
                     self._nodes[node.ino] = node
                     self._by_key[key] = node
+                    parent.children[(name, is_dir)] = node
         return node
 
     # -- attributes ---------------------------------------------------------------
@@ -401,12 +417,21 @@ class MemoryView(pyfuse3.Operations):
         """A store directory's reply (timeouts 0), one object per store updated in
         place: pyfuse3 copies it into the reply before the next request runs."""
         attrs = node.store_entry
-        if attrs is None:
-            attrs = node.store_entry = self._attrs(node, os.fstat(self.engine.store_fd(node.store)))
+        now = time.monotonic()
+        # Its times are re-read at most every STORE_ATTR_REFRESH seconds, and at once
+        # after a commit through this daemon (the epoch is taken before the fstat, so
+        # a commit racing with it makes the next request read again).
+        if attrs is not None and now < node.store_fresh_until and (
+                node.store_epoch == self._commit_epoch):
             return attrs
+        epoch = self._commit_epoch
         st = os.fstat(self.engine.store_fd(node.store))
-        attrs.st_atime_ns = attrs.st_mtime_ns = st.st_mtime_ns
-        attrs.st_ctime_ns = st.st_ctime_ns
+        if attrs is None:
+            attrs = node.store_entry = self._attrs(node, st)
+        else:
+            attrs.st_atime_ns = attrs.st_mtime_ns = st.st_mtime_ns
+            attrs.st_ctime_ns = st.st_ctime_ns
+        node.store_epoch, node.store_fresh_until = epoch, now + STORE_ATTR_REFRESH
         return attrs
 
     @guarded_sync
@@ -517,25 +542,32 @@ class MemoryView(pyfuse3.Operations):
             return entries
         store_fd = self.engine.store_fd(node.store)
         try:
+            # A fresh open, never a dup of the store fd: a dup shares the directory
+            # offset with every other reader of that fd (the engine's walks).
             dir_fd = (backing.walk_parent(store_fd, (*node.parts, "x"), create=False)
-                      if node.parts else os.dup(store_fd))
+                      if node.parts else backing.open_dir(store_fd, "."))
         except (FileNotFoundError, NotADirectoryError, InvalidInput):
             raise _fail(errno.ENOENT) from None
         try:
-            with os.scandir(dir_fd) as scan:
-                found = sorted(scan, key=lambda entry: entry.name)
-            for entry in found:
-                if not _showable(entry.name):
+            # The hot loop of a listing (rg lists every directory it searches): names,
+            # then an lstat each (cheaper than scandir's DirEntry objects).
+            children, attrs_of, add, lstat = node.children, self._attrs, entries.append, os.stat
+            for name in sorted(os.listdir(dir_fd)):
+                if not _showable(name):
                     continue
                 try:
-                    st = entry.stat(follow_symlinks=False)
+                    st = lstat(name, dir_fd=dir_fd, follow_symlinks=False)
                 except OSError:
                     continue
-                kind = self._kind(st)
-                if kind is None:
+                mode = st.st_mode
+                if stat.S_ISREG(mode):
+                    kind = False
+                elif stat.S_ISDIR(mode):
+                    kind = True
+                else:
                     continue  # symlinks, FIFOs, sockets, devices: hidden
-                child = self._child(node, entry.name, kind)
-                entries.append((child.name, self._attrs(child, st)))
+                child = children.get((name, kind)) or self._child(node, name, kind)
+                add((child.name, attrs_of(child, st)))
         finally:
             os.close(dir_fd)
         return entries
@@ -582,23 +614,35 @@ class MemoryView(pyfuse3.Operations):
             os.close(pinned.fd)
             raise
 
-    @guarded
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        node, agent = self._visible_node(inode, ctx)
-        if flags & WRITE_FLAGS:
-            raise _fail(errno.EROFS)
-        if node.is_dir:
-            raise _fail(errno.EISDIR)
-        if agent is None:
-            raise _fail(errno.EACCES)
-        if node.last_size is not None and node.last_size <= INLINE_OPEN_LIMIT:
-            # Small, the common case: a thread hop would cost more than the open.
-            # (A file planted by hand is hashed once here; at most 1 MiB of blake3.)
-            fd, st = self._pin(agent, node)
-            self.counters.opens_inline += 1
-        else:
-            fd, st = await trio.to_thread.run_sync(self._pin, agent, node)
-            self.counters.opens_thread += 1
+        # Guarded like every handler, but by hand: one coroutine per open, not two.
+        try:
+            node, agent = self._visible_node(inode, ctx)
+            if flags & WRITE_FLAGS:
+                raise _fail(errno.EROFS)
+            if node.is_dir:
+                raise _fail(errno.EISDIR)
+            if agent is None:
+                raise _fail(errno.EACCES)
+            if node.last_size is not None and node.last_size <= INLINE_OPEN_LIMIT:
+                # Small, the common case: a thread hop would cost more than the open.
+                # (A file planted by hand is hashed once here; at most 1 MiB of blake3.)
+                fd, st = self._pin(agent, node)
+                self.counters.opens_inline += 1
+            else:
+                fd, st = await trio.to_thread.run_sync(self._pin, agent, node)
+                self.counters.opens_thread += 1
+            return self._opened(node, fd, st)
+        except pyfuse3.FUSEError:
+            raise
+        except (MemfsError, OSError) as error:
+            raise pyfuse3.FUSEError(_errno_of(error)) from None
+        except Exception:
+            log.exception("unexpected error in FUSE handler open")
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    def _opened(self, node: Node, fd: int, st: os.stat_result) -> pyfuse3.FileInfo:
+        """The handle of a pinned version: decides how it may use the page cache."""
         ident = _ident(st)
         keep_cache = direct_io = False
         if node.owner_handles == 0:
@@ -710,6 +754,8 @@ class MemoryView(pyfuse3.Operations):
     def committed(self, path: MemPath) -> None:
         """Engine commit listener (called in the committing worker thread, after the
         new version is in place and before the caller is answered)."""
+        with self._lock:
+            self._commit_epoch += 1  # store directories' times are read again
         if threading.get_ident() == self._loop_thread:
             # Never block the loop that serves the reads an invalidation waits for.
             threading.Thread(target=self._invalidate, args=(path,), daemon=True).start()
