@@ -100,6 +100,10 @@ class Client:
                 " (is `memfs serve` running? set --socket or MEMFS_SOCKET)"
             ) from None
         self._pending = b""  # bytes received after the last reply line
+        # path -> digest this connection last read or wrote, sent as ``expect`` with
+        # replaces, edits and deletes: another process of the same agent shares the
+        # daemon's per-agent record, and this keeps their writes apart
+        self._versions: dict[str, str] = {}
 
     def close(self) -> None:
         self._sock.close()
@@ -162,14 +166,30 @@ class Client:
         paths: StrList = self.call("list", patterns=[*patterns])["paths"]
         return paths
 
+    def _key(self, path: str) -> str:
+        return path.removeprefix("/memory/")
+
+    def _versioned(self, op: str, path: str, force: bool, **fields: Any) -> dict[str, Any]:
+        """A replace, edit or delete carrying this connection's version of ``path``."""
+        expect = None if force else self._versions.get(self._key(path))
+        result = self.call(op, path=path, force=force, expect=expect, **fields)
+        if op == "delete":
+            self._versions.pop(self._key(path), None)
+        else:
+            self._versions[self._key(path)] = result["digest"]
+        return result
+
     def read(self, path: str, offset: int = 1, limit: int | None = None) -> dict[str, Any]:
         """Read text lines [offset, offset+limit); the result carries ``text``,
         ``next_offset`` and ``changed_since_last_read``."""
-        return self.call("read", path=path, offset=offset, limit=limit)
+        result = self.call("read", path=path, offset=offset, limit=limit)
+        self._versions[self._key(path)] = result["digest"]
+        return result
 
     def read_bytes(self, path: str) -> tuple[bytes, dict[str, Any]]:
         """The exact bytes of the file and the reply's metadata."""
         result = self.call("read", path=path, encoding="base64")
+        self._versions[self._key(path)] = result["digest"]
         return binascii.a2b_base64(result.pop("content_b64")), result
 
     def stat(self, path: str) -> dict[str, Any]:
@@ -177,16 +197,20 @@ class Client:
 
     def write(self, path: str, content: bytes | str, *, append: bool = False,
               force: bool = False) -> dict[str, Any]:
-        if isinstance(content, str):
-            return self.call("write", path=path, content=content, append=append, force=force)
-        b64 = binascii.b2a_base64(content, newline=False).decode("ascii")
-        return self.call("write", path=path, content_b64=b64, append=append, force=force)
+        data: dict[str, Any] = (
+            {"content": content} if isinstance(content, str)
+            else {"content_b64": binascii.b2a_base64(content, newline=False).decode("ascii")}
+        )
+        if append:  # needs no version; what this connection knew is now partial
+            self._versions.pop(self._key(path), None)
+            return self.call("write", path=path, append=True, force=force, **data)
+        return self._versioned("write", path, force, **data)
 
     def edit(self, path: str, scripts: StrList, *, force: bool = False) -> dict[str, Any]:
-        return self.call("write", path=path, sed=[*scripts], force=force)
+        return self._versioned("write", path, force, sed=[*scripts])
 
     def delete(self, path: str, *, force: bool = False) -> dict[str, Any]:
-        return self.call("delete", path=path, force=force)
+        return self._versioned("delete", path, force)
 
     def search(self, args: StrList) -> dict[str, Any]:
         return self.call("search", args=[*args])

@@ -123,18 +123,20 @@ class Dispatcher:
             tools = self._require_tools()
             scripts = request.sed
             committed = self.engine.edit(
-                agent, path, lambda data: tools.sed(scripts, data), force=request.force
+                agent, path, lambda data: tools.sed(scripts, data), force=request.force,
+                expected=request.expect,
             )
         else:
             committed = self.engine.write(
-                agent, path, request.data(), append=request.append, force=request.force
+                agent, path, request.data(), append=request.append, force=request.force,
+                expected=request.expect,
             )
         return {"path": str(committed.path), "digest": committed.digest,
                 "size": committed.size, "created": committed.created}
 
     def _delete(self, agent: str, request: p.DeleteRequest) -> dict[str, Any]:
         path = self._path(request.path)
-        self.engine.delete(agent, path, force=request.force)
+        self.engine.delete(agent, path, force=request.force, expected=request.expect)
         return {"path": str(path), "deleted": True}
 
     def _search(self, agent: str, request: p.SearchRequest) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 # Error codes, each mapped to a CLI exit code by the client.
 ERROR_CODES = ("conflict", "permission_denied", "not_found", "invalid", "too_large", "internal")
 
+DIGEST_PATTERN = r"^[0-9a-f]{64}$"
 MAX_ARGS = 256
 MAX_ARG_LEN = 4096
 
@@ -75,6 +76,9 @@ class WriteRequest(_Request):
     )
     append: bool = False
     force: bool = False
+    # The version this connection last read or wrote (clients fill it in, never the
+    # model): two processes of one agent share its record, this tells them apart.
+    expect: str | None = Field(default=None, pattern=DIGEST_PATTERN)
 
     @model_validator(mode="after")
     def _one_source(self) -> WriteRequest:
@@ -99,6 +103,7 @@ class DeleteRequest(_Request):
     op: Literal["delete"]
     path: str = Field(max_length=MAX_ARG_LEN)
     force: bool = False
+    expect: str | None = Field(default=None, pattern=DIGEST_PATTERN)
 
 
 class SearchRequest(_Request):

@@ -249,26 +249,29 @@ class Engine:
     # -- writes -------------------------------------------------------------------
 
     def write(self, agent: str, path: MemPath, data: bytes, *, append: bool = False,
-              force: bool = False) -> Committed:
+              force: bool = False, expected: str | None = None) -> Committed:
         """Replace (or create) the file with ``data``, or append ``data`` to it.
 
         Replace is accepted only if the agent's seen digest equals the current one, or
         the file does not exist and the agent never saw a version of it, or ``force``;
-        otherwise Conflict. Append needs no prior read and never loses data.
-        Raises PermissionDenied, InvalidInput, TooLarge, Conflict.
+        otherwise Conflict. ``expected``, when given, is the version the caller's own
+        connection last saw, and must be current too: it tells apart two processes of
+        one agent, which share the agent's record. Append needs no prior read and
+        never loses data. Raises PermissionDenied, InvalidInput, TooLarge, Conflict.
         """
         self.check_access(agent, path.store, write=True)
         self._check_size(len(data))
         if append:
             return self._append(agent, path, data)
         with self._staging.stage(data, agent) as staged:
-            return self._commit(agent, path, staged, base=None, force=force)
+            return self._commit(agent, path, staged, base=expected, force=force)
 
     def edit(self, agent: str, path: MemPath, transform: Callable[[bytes], bytes], *,
-             force: bool = False) -> Committed:
+             force: bool = False, expected: str | None = None) -> Committed:
         """Apply ``transform`` (e.g. a jailed sed) to the current bytes and commit the
-        result through the same version check as ``write``. The check is made before
-        the transform runs and again at commit; a transform error changes nothing."""
+        result through the same version check as ``write`` (``expected`` too). The
+        check is made before the transform runs and again at commit; a transform error
+        changes nothing."""
         self.check_access(agent, path.store, write=True)
         parent = self._parent(path, create=False)
         with backing.closing_fd(parent):
@@ -276,15 +279,19 @@ class Engine:
         if base is None:
             raise NotFound(f"{path} does not exist")
         seen = self.seen.get(agent, path)
-        if not force and seen != base.digest:
-            raise Conflict(str(path), base.digest, seen, base.last_write)
+        if not force:
+            for known in (seen, expected) if expected is not None else (seen,):
+                if known != base.digest:
+                    raise Conflict(str(path), base.digest, known, base.last_write)
         new = transform(data)
         self._check_size(len(new))
         with self._staging.stage(new, agent) as staged:
             return self._commit(agent, path, staged, base=base.digest, force=force)
 
-    def delete(self, agent: str, path: MemPath, *, force: bool = False) -> None:
-        """Remove the file; version-checked like a replace. Raises NotFound, Conflict."""
+    def delete(self, agent: str, path: MemPath, *, force: bool = False,
+               expected: str | None = None) -> None:
+        """Remove the file; version-checked like a replace (``expected`` too).
+        Raises NotFound, Conflict."""
         self.check_access(agent, path.store, write=True)
         parent = self._parent(path, create=False)
         with backing.closing_fd(parent):
@@ -293,6 +300,8 @@ class Engine:
                 if current is None:
                     raise NotFound(f"{path} does not exist")
                 if not force:
+                    if expected is not None and current.digest != expected:
+                        raise Conflict(str(path), current.digest, expected, current.last_write)
                     self._check_seen(agent, path, current)
                 os.unlink(path.parts[-1], dir_fd=parent)
                 self.seen.forget(agent, path)

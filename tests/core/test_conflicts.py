@@ -171,3 +171,40 @@ def test_append_by_reader_of_latest_keeps_its_version(clients: tuple[Client, Cli
     with pytest.raises(ConflictError):
         bob.write(path, "e\n")
     assert alice.read(path)["text"] == "c\nd\n"
+
+
+def test_two_processes_of_one_agent_do_not_lose_updates(
+    clients: tuple[Client, Client],
+) -> None:
+    """Both connections are alice: they share her record, but each connection's own
+    last-seen version travels with its writes, so the stale one is refused."""
+    alice, _ = clients
+    path = f"notes/same-agent-{next(_names)}.md"
+    alice.write(path, "v0\n")
+    sock = alice.socket_path
+    with connect_as(UID_A, sock) as first, connect_as(UID_A, sock) as second:
+        first.read(path)
+        second.read(path)
+        first.write(path, "v1 from first\n")
+        with pytest.raises(ConflictError):
+            second.write(path, "v1 from second\n")
+        with pytest.raises(ConflictError):
+            second.delete(path)
+        with pytest.raises(ConflictError):
+            second.edit(path, ["s/v0/v9/"])
+        second.read(path)
+        second.write(path, "v2 from second\n")
+        assert first.read(path)["text"] == "v2 from second\n"
+        second.write(path, "forced\n", force=True)
+
+
+def test_expect_is_checked_by_the_daemon(clients: tuple[Client, Client]) -> None:
+    alice, _ = clients
+    path = f"notes/expect-{next(_names)}.md"
+    digest = alice.write(path, "v0\n")["digest"]
+    stale = "0" * 64
+    with pytest.raises(ConflictError):
+        alice.call("write", path=path, content="x\n", expect=stale)
+    with pytest.raises(ConflictError):
+        alice.call("delete", path=path, expect=stale)
+    assert alice.call("write", path=path, content="v1\n", expect=digest)["size"] == 3
