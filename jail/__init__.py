@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jail.api import Jail, SearchResult
+    from jail.api import Jail
     from jail.errors import BadArguments, JailError, JailLimit, JailUnavailable, ToolFailed
+    from jail.results import SearchResult
     from jail.settings import JailSettings
 
 __all__ = [
@@ -29,7 +30,7 @@ __all__ = [
 
 _WHERE = {
     "Jail": "jail.api",
-    "SearchResult": "jail.api",
+    "SearchResult": "jail.results",
     "JailSettings": "jail.settings",
     "BadArguments": "jail.errors",
     "JailError": "jail.errors",

@@ -8,56 +8,25 @@ in the dead launcher fails with JailError.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
-import selectors
-import signal
 import socket
 import subprocess
-import sys
 import threading
-import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
-from jail import binaries, landlock, rg_args, seccomp, sed_script
-from jail.errors import BadArguments, JailError, JailLimit, JailUnavailable, ToolFailed
-from jail.launcher import EXEC_FAILED, MAX_FDS, Tool
-from jail.policy import Limits, Policy
+from jail import landlock, rg_args, sed_script
+from jail.errors import BadArguments, JailError, JailUnavailable
+from jail.pump import pump, verdict
+from jail.results import Run, SearchResult, search_result, sed_output
 from jail.settings import JailSettings
+from jail.spawn import base_tools, spawn_launcher
+from jail.wire import MAX_FDS, Tool
 
-_GRACE_SECONDS = 5.0  # how long past the timeout we wait for the launcher's verdict
-_ENV = {"PATH": "/nonexistent", "LC_ALL": "C.UTF-8"}
-_LAUNCHER_MAIN = "from jail.launcher import main; main()"
-_SANDBOX_REFUSAL = "commands disabled in sandbox mode"
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """What rg printed. ``exit_code`` is rg's: 0 matches, 1 no match, 2 some error
-    (then ``stderr`` says which, and ``output`` has what was found anyway). When the
-    output exceeded the limit it is cut at a line end, ``truncated`` is True and a
-    last line says so."""
-
-    output: bytes
-    exit_code: int
-    truncated: bool
-    stderr: str
-
-
-@dataclass
-class _Run:
-    """The raw outcome of one jailed run."""
-
-    reply: dict[str, Any]
-    stdout: bytes
-    stderr: str
-    over_limit: bool
+__all__ = ["Jail", "SearchResult"]
 
 
 class Jail:
@@ -102,8 +71,8 @@ class Jail:
             )
         if not _seccomp_available():
             raise JailUnavailable("seccomp filters are not available on this kernel")
-        tools = _tools(settings)
-        control, process = _spawn_launcher(settings, tools)
+        tools = base_tools(settings)
+        control, process = spawn_launcher(settings, tools)
         jail = cls(settings, control, process, tools)
         try:
             jail._self_test()
@@ -135,7 +104,7 @@ class Jail:
                 current.kill()
             current.wait()
             try:
-                control, process = _spawn_launcher(self.settings, self._tools)
+                control, process = spawn_launcher(self.settings, self._tools)
             except JailError:
                 raise
             except Exception as error:
@@ -211,7 +180,7 @@ class Jail:
             raise BadArguments(f"too many stores in one search (at most {MAX_FDS - 5})")
         limit = self.settings.output_limit_bytes
         run = self._run("rg", ["rg", *command.argv], command.stores, stores, None, limit)
-        return _search_result(run, limit, self.settings.timeout_seconds)
+        return search_result(run, limit, self.settings.timeout_seconds)
 
     def sed(self, scripts: Sequence[str], data: bytes) -> bytes:
         """Return the output of ``sed --sandbox -e S1 -e S2 ...`` on ``data``.
@@ -225,7 +194,7 @@ class Jail:
             argv += ["-e", script]
         limit = self.settings.sed_output_limit
         run = self._run("sed", argv, (), {}, data, limit)
-        return _sed_output(run, limit, self.settings.timeout_seconds)
+        return sed_output(run, limit, self.settings.timeout_seconds)
 
     # -- one run ----------------------------------------------------------------------
 
@@ -237,7 +206,7 @@ class Jail:
         stores: Mapping[str, Path],
         stdin: bytes | None,
         limit: int,
-    ) -> _Run:
+    ) -> Run:
         """Send one request to the launcher, feed stdin, collect stdout (up to ``limit``:
         past it the tool is stopped and ``over_limit`` set), stderr and the verdict."""
         self._ensure_launcher()
@@ -261,9 +230,9 @@ class Jail:
             for fd in theirs:
                 os.close(fd)
         with reply_sock:
-            stdout, stderr, over = self._pump(mine, stdin, limit, reply_sock)
-            reply = self._verdict(reply_sock)
-        return _Run(reply, stdout, stderr.decode("utf-8", "replace"), over)
+            stdout, stderr, over = pump(mine, stdin, limit, reply_sock, self.settings)
+            reply = verdict(reply_sock, self.settings)
+        return Run(reply, stdout, stderr.decode("utf-8", "replace"), over)
 
     def _send(self, request: bytes, fds: list[int]) -> None:
         """Send one request; if the launcher turns out to be gone (the request was not
@@ -279,78 +248,6 @@ class Jail:
                     raise JailError(f"the jail launcher is gone: {error}") from error
                 self._ensure_launcher(failed=process)
 
-    def _pump(
-        self, fds: list[int], stdin: bytes | None, limit: int, reply_sock: socket.socket
-    ) -> tuple[bytes, bytes, bool]:
-        """Feed stdin and drain stdout/stderr concurrently until both reach EOF (the
-        tool exited or was killed). Closes the three fds."""
-        stdin_w, stdout_r, stderr_r = fds
-        out = bytearray()
-        err = bytearray()
-        over = False
-        pending = memoryview(stdin or b"")
-        deadline = time.monotonic() + self.settings.timeout_seconds + _GRACE_SECONDS
-        selector = selectors.DefaultSelector()
-        open_fds = set(fds)
-
-        def done_with(fd: int) -> None:
-            selector.unregister(fd)
-            os.close(fd)
-            open_fds.discard(fd)
-
-        try:
-            if pending:
-                os.set_blocking(stdin_w, False)
-                selector.register(stdin_w, selectors.EVENT_WRITE)
-            else:
-                os.close(stdin_w)
-                open_fds.discard(stdin_w)
-            selector.register(stdout_r, selectors.EVENT_READ)
-            selector.register(stderr_r, selectors.EVENT_READ)
-            while selector.get_map():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise JailError("the jail launcher did not stop the tool in time")
-                for key, _ in selector.select(remaining):
-                    fd = int(key.fd)
-                    if fd == stdin_w:
-                        try:
-                            pending = pending[os.write(stdin_w, pending[:65536]) :]
-                        except BlockingIOError:
-                            continue
-                        except BrokenPipeError:  # the tool stopped reading: fine
-                            pending = memoryview(b"")
-                        if not pending:
-                            done_with(stdin_w)
-                        continue
-                    chunk = os.read(fd, 65536)
-                    if not chunk:
-                        done_with(fd)
-                    elif fd == stderr_r:
-                        err += chunk[: max(0, self.settings.stderr_limit_bytes - len(err))]
-                    elif not over:
-                        out += chunk
-                        if len(out) > limit:
-                            over = True  # more than we keep: have the launcher kill it
-                            with contextlib.suppress(OSError):
-                                reply_sock.shutdown(socket.SHUT_WR)
-        finally:
-            selector.close()
-            for fd in open_fds:
-                os.close(fd)
-        return bytes(out), bytes(err), over
-
-    def _verdict(self, reply_sock: socket.socket) -> dict[str, Any]:
-        reply_sock.settimeout(self.settings.timeout_seconds + _GRACE_SECONDS)
-        try:
-            data = reply_sock.recv(65536)
-        except (TimeoutError, OSError) as error:
-            raise JailError(f"no answer from the jail launcher: {error}") from error
-        if not data:
-            raise JailError("the jail launcher is gone")
-        reply: dict[str, Any] = json.loads(data)
-        return reply
-
 
 # -- helpers ----------------------------------------------------------------------------
 
@@ -363,149 +260,9 @@ def _seccomp_available() -> bool:
     return int(libc.prctl(pr_get_seccomp, 0, 0, 0, 0)) >= 0
 
 
-def _spawn_launcher(
-    settings: JailSettings, tools: dict[str, Tool]
-) -> tuple[socket.socket, subprocess.Popen[bytes]]:
-    """Start a launcher process and hand it the tools; raises JailUnavailable."""
-    control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    package_parent = str(Path(__file__).resolve().parent.parent)
-    with theirs:
-        process = subprocess.Popen(
-            [sys.executable, "-c", _LAUNCHER_MAIN, str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
-            env={"PYTHONPATH": package_parent, "PATH": os.defpath},
-            stdin=subprocess.DEVNULL,
-            cwd="/",
-            start_new_session=True,  # terminal signals are not for the launcher
-        )
-    try:
-        hello = {
-            "tools": {name: tool.to_json() for name, tool in tools.items()},
-            "work_dir": str(settings.work_dir) if settings.work_dir else None,
-            "seccomp": base64.b64encode(seccomp.compiled_filter()).decode("ascii"),
-        }
-        control.send(json.dumps(hello).encode())
-        control.settimeout(30)
-        answer = json.loads(control.recv(65536) or b"{}")
-        control.settimeout(None)
-        if not answer.get("ok"):
-            raise JailUnavailable(f"jail launcher: {answer.get('error', 'no answer')}")
-    except BaseException as error:
-        control.close()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if isinstance(error, OSError | ValueError):
-            raise JailUnavailable(f"jail launcher: {error}") from error
-        raise
-    return control, process
-
-
-def _tools(settings: JailSettings) -> dict[str, Tool]:
-    """The rg and sed tools with their base policies (stores are added per call)."""
-    limits = Limits(
-        cpu_seconds=settings.cpu_seconds,
-        address_space_bytes=settings.memory_bytes,
-    )
-
-    def policy(**specific: Any) -> Policy:
-        return Policy(
-            uid=settings.uid,
-            gid=settings.gid,
-            limits=limits,
-            timeout_seconds=settings.timeout_seconds,
-            die_with_parent=True,
-            **specific,
-        )
-
-    rg_path = settings.rg_path.resolve()
-    rg = binaries.needs(rg_path)
-    rg_exec = [str(rg_path)] + ([rg.loader] if rg.loader else [])
-    rg_policy = policy(
-        read_paths=(*rg.libraries, *(["/etc/ld.so.cache"] if rg.loader else [])),
-        exec_paths=tuple(rg_exec),
-    )
-    sed_root = settings.sed_root.resolve()
-    sed = binaries.check_sed_root(sed_root, settings.sed_path)
-    sed_exec = [binaries.SED_IN_ROOT] + ([sed.loader] if sed.loader else [])
-    sed_policy = policy(
-        chroot=str(sed_root),
-        read_paths=(*sed.libraries, binaries.LOCALE_IN_ROOT),
-        exec_paths=tuple(sed_exec),
-    )
-    return {
-        "rg": Tool(exe=str(rg_path), env=_ENV, policy=rg_policy),
-        "sed": Tool(
-            exe=str(sed_root / binaries.SED_IN_ROOT.lstrip("/")), env=_ENV, policy=sed_policy
-        ),
-    }
-
-
 def _open_store(name: str, path: Path) -> int:
     """Open a store directory as an O_PATH handle, refusing a symlinked store root."""
     try:
         return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as error:
         raise JailError(f"cannot open store {name!r} at {path}: {error.strerror}") from error
-
-
-def _common_failures(run: _Run, tool: str, timeout: float) -> None:
-    """Raise for the outcomes that mean the same for rg and sed."""
-    reply = run.reply
-    status = reply.get("status")
-    if status == "failed":
-        raise JailError(f"could not start {tool} in the jail: {reply.get('error')}")
-    if status == "timeout":
-        raise JailLimit(f"{tool} took longer than {timeout:g} s and was stopped")
-    if status == "signaled" and reply.get("signal") in (signal.SIGXCPU, signal.SIGKILL):
-        raise JailLimit(f"{tool} used up its CPU time and was stopped")
-    memory = ("memory allocation", "memory exhausted", "couldn't re-allocate memory")
-    failed = status != "exited" or reply.get("code") != 0
-    if failed and any(text in run.stderr for text in memory):
-        raise JailLimit(f"{tool} ran out of memory: {run.stderr.strip()}")
-    if status == "exited" and reply.get("code") == EXEC_FAILED:
-        raise JailError(f"could not run {tool}: {run.stderr.strip()}")
-
-
-def _search_result(run: _Run, limit: int, timeout: float) -> SearchResult:
-    if run.over_limit:
-        # We stopped rg ourselves; whatever its status, the output stands.
-        cut = run.stdout[:limit]
-        if b"\n" in cut:
-            cut = cut[: cut.rindex(b"\n") + 1]
-        note = f"[memfs: output truncated at {limit} bytes]\n".encode()
-        return SearchResult(cut + note, 0, True, run.stderr)
-    _common_failures(run, "rg", timeout)
-    reply = run.reply
-    if reply.get("status") != "exited":
-        raise ToolFailed(f"rg was killed by signal {reply.get('signal')}", None, run.stderr)
-    code = int(reply["code"])
-    if code == 2 and not run.stdout:
-        raise ToolFailed(f"rg failed: {run.stderr.strip()}", code, run.stderr)
-    if code not in (0, 1, 2):
-        raise ToolFailed(f"rg exited with status {code}: {run.stderr.strip()}", code, run.stderr)
-    return SearchResult(run.stdout, code, False, run.stderr)
-
-
-def _sed_output(run: _Run, limit: int, timeout: float) -> bytes:
-    if run.over_limit:
-        raise JailLimit(f"sed output exceeds {limit} bytes")
-    _common_failures(run, "sed", timeout)
-    reply = run.reply
-    if reply.get("status") != "exited":
-        raise ToolFailed(f"sed was killed by signal {reply.get('signal')}", None, run.stderr)
-    code = int(reply["code"])
-    stderr = run.stderr.strip()
-    if code == 0:
-        return run.stdout
-    if code == 1 and _SANDBOX_REFUSAL in stderr:
-        raise BadArguments(
-            "sed script uses a command that runs a program or reads or writes a file "
-            f"(e, r, R, w, W, s///e, s///w): not allowed; sed said: {stderr}"
-        )
-    # Script errors exit with 1, except a jump to a missing label (4).
-    if code == 1 or (code == 4 and "can't find label" in stderr):
-        raise BadArguments(f"sed rejected the script: {stderr}")
-    raise ToolFailed(f"sed exited with status {code}: {stderr}", code, run.stderr)

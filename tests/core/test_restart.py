@@ -55,6 +55,7 @@ def test_two_daemons_one_root_behave_as_one_store() -> None:
         alice1.write("notes/shared.md", "v2 via one\n")
         with pytest.raises(ConflictError):  # bob's base v1 was replaced through daemon one
             bob2.write("notes/shared.md", "stale via two\n")
-        bob1.read("notes/shared.md")  # reading through one is recorded for two as well
-        bob2.write("notes/shared.md", "v3 via two\n")
+        bob1.read("notes/shared.md")  # reading through one is recorded for two as well:
+        with connect_as(UID_B, two.socket) as bob2_later:  # e.g. the next `memfs write`
+            bob2_later.write("notes/shared.md", "v3 via two\n")
         assert alice1.read("notes/shared.md")["text"] == "v3 via two\n"

@@ -125,12 +125,12 @@ def test_runaway_scripts_hit_a_limit(quick_jail: Jail, script: str) -> None:
 @pytest.mark.parametrize("script", ["w /tmp/memfs-sed-escape", "1r /etc/passwd", "s/a/id/e"])
 def test_sandbox_refuses_without_the_precheck(jail: Jail, script: str) -> None:
     """Bypass the pre-check: sed --sandbox in the jail still refuses, as BadArguments."""
-    from jail.api import _sed_output
+    from jail.results import sed_output
 
     argv = ["sed", "--sandbox", "-e", script]
     run = jail._run("sed", argv, (), {}, TEXT, 1 << 20)
     with pytest.raises(BadArguments, match="e/r/w commands disabled in sandbox mode"):
-        _sed_output(run, 1 << 20, 5)
+        sed_output(run, 1 << 20, 5)
 
 
 def test_output_over_the_limit(quick_jail: Jail) -> None:

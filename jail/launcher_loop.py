@@ -1,0 +1,197 @@
+"""The launcher's event loop: requests in, children out, replies when they are reaped.
+
+Runs in the launcher process (``jail.launcher``), single-threaded, once the hello is
+answered; the messages are those of ``jail.wire``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import time
+from dataclasses import dataclass
+
+from jail import mounts
+from jail.spare_child import Ready, confined_ahead
+from jail.spares import Spare, Spares, read_all
+from jail.wire import MAX_FDS, MAX_MESSAGE
+
+
+@dataclass
+class _Job:
+    pid: int
+    pidfd: int
+    reply: socket.socket
+    status_read: int
+    deadline: float
+    tool: str
+    ended: str | None = None  # "timeout" or "cancelled" once we killed it
+    namespace: int | None = None  # the child's mount namespace, held (see start)
+
+
+class Launcher:
+    """The event loop: requests in, children out, replies when they are reaped.
+
+    One child per tool is always forked ahead (its spare, see ``jail.spares``): a call
+    hands its fds to the spare of its tool, which goes straight to the part of the
+    policy that depends on the call, so the fork (and for sed the whole confinement) is
+    not on the call's path. A new spare is forked once the reply is sent (or on demand
+    when calls overlap), and is killed with the launcher.
+    """
+
+    def __init__(self, control: socket.socket, tools: dict[str, Ready], work_dir: str) -> None:
+        self.control = control
+        self.tools = tools
+        self.work_dir = work_dir
+        self.selector = selectors.DefaultSelector()
+        self.jobs: dict[int, _Job] = {}  # by pidfd
+        self.spares = Spares(tools, work_dir, self.selector)
+
+    def run(self) -> None:
+        self.selector.register(self.control, selectors.EVENT_READ, None)
+        try:
+            self.spares.replenish()
+            while True:
+                now = time.monotonic()
+                deadlines = [job.deadline for job in self.jobs.values() if job.ended is None]
+                timeout = max(0.0, min(deadlines) - now) if deadlines else None
+                for key, _ in self.selector.select(timeout):
+                    job: _Job | Spare | None = key.data
+                    if job is None:
+                        if not self.on_request():
+                            return
+                    elif isinstance(job, Spare):
+                        self.spares.on_exit(job)
+                    elif self.jobs.get(job.pidfd) is not job:
+                        continue  # reaped earlier in this same batch of events
+                    elif key.fileobj is job.reply:
+                        self.on_reply_socket(job)
+                    else:
+                        self.on_exit(job)
+                now = time.monotonic()
+                for running in list(self.jobs.values()):
+                    if running.ended is None and now >= running.deadline:
+                        self.kill(running, "timeout")
+        finally:
+            self.spares.drop_all()
+            for left in list(self.jobs.values()):
+                self.kill(left, "cancelled")
+                os.waitpid(left.pid, 0)
+                self.cleanup(left)
+
+    def on_request(self) -> bool:
+        """Start one job; False when the client closed the control socket."""
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(
+                self.control, MAX_MESSAGE, MAX_FDS, socket.MSG_CMSG_CLOEXEC
+            )
+        except ConnectionError:
+            return False
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            return False
+        try:
+            message = json.loads(data)
+            ready = self.tools[message["tool"]]
+            if len(fds) != 4 + len(message["stores"]):
+                raise ValueError("wrong number of file descriptors")
+            # The spare lives in its own mount namespace already: it gets read-only
+            # clones of the store directories, made here (see jail.mounts).
+            for i in range(4, len(fds)):
+                fds[i], store = mounts.clone_read_only(fds[i]), fds[i]
+                os.close(store)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            self.reply_now(fds, {"status": "failed", "error": f"bad request: {error}"})
+            return True
+        try:
+            self.start(data, message["tool"], ready.tool.policy.timeout_seconds, fds)
+        except OSError as error:  # fork failed (EAGAIN, ENOMEM): this call fails, not us
+            self.reply_now(fds, {"status": "failed", "error": f"cannot fork: {error}"})
+        return True
+
+    def reply_now(self, fds: list[int], message: dict[str, object]) -> None:
+        if fds:
+            with contextlib.suppress(OSError), socket.socket(fileno=os.dup(fds[0])) as reply:
+                reply.send(json.dumps(message).encode(), socket.MSG_NOSIGNAL)
+        for fd in fds:
+            os.close(fd)
+
+    def start(self, request: bytes, tool: str, timeout: float, fds: list[int]) -> None:
+        """Hand the call to the spare of ``tool`` (or to a fresh child if it is gone)."""
+        for attempt in (1, 2):
+            spare = self.spares.take(tool)
+            try:
+                socket.send_fds(spare.sock, [request], fds[1:])
+                break
+            except OSError:
+                self.spares.drop(spare)  # died in between: once more with a fresh one
+                if attempt == 2:
+                    raise
+        spare.sock.close()
+        reply = socket.socket(fileno=fds[0])
+        for fd in fds[1:]:
+            os.close(fd)
+        job = _Job(
+            pid=spare.pid,
+            pidfd=spare.pidfd,
+            reply=reply,
+            status_read=spare.status_read,
+            deadline=time.monotonic() + timeout,
+            tool=tool,
+        )
+        self.jobs[job.pidfd] = job
+        self.selector.register(job.pidfd, selectors.EVENT_READ, job)
+        self.selector.register(reply, selectors.EVENT_READ, job)
+        if not confined_ahead(self.tools[tool]):
+            # Hold the child's private mount namespace (the stores mounted in it): else
+            # the tool's exit unmounts them, on the call's path, before its parent is
+            # told; here they go when the call is cleaned up, after the reply. (While
+            # the spare is attaching the stores: in parallel. If it has not entered its
+            # own namespace yet, this is ours, and holding it changes nothing.)
+            with contextlib.suppress(OSError):
+                job.namespace = os.open(f"/proc/{job.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+
+    def on_reply_socket(self, job: _Job) -> None:
+        """The client shut its side down: it wants the tool stopped."""
+        self.selector.unregister(job.reply)
+        if job.ended is None:
+            self.kill(job, "cancelled")
+
+    def kill(self, job: _Job, why: str) -> None:
+        job.ended = job.ended or why
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(job.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(job.pidfd, signal.SIGKILL)
+
+    def on_exit(self, job: _Job) -> None:
+        _pid, status = os.waitpid(job.pid, 0)
+        failure = read_all(job.status_read)
+        if failure:
+            reply: dict[str, object] = {"status": "failed", "error": failure}
+        elif job.ended is not None:
+            reply = {"status": job.ended}
+        elif os.WIFSIGNALED(status):
+            reply = {"status": "signaled", "signal": os.WTERMSIG(status)}
+        else:
+            reply = {"status": "exited", "code": os.waitstatus_to_exitcode(status)}
+        with contextlib.suppress(OSError):
+            job.reply.send(json.dumps(reply).encode(), socket.MSG_NOSIGNAL)
+        self.cleanup(job)
+        self.spares.replenish(job.tool)  # after the reply: off the path of this call and the next
+
+    def cleanup(self, job: _Job) -> None:
+        for fileobj in (job.pidfd, job.reply):
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(fileobj)
+        del self.jobs[job.pidfd]
+        os.close(job.pidfd)
+        os.close(job.status_read)
+        job.reply.close()
+        if job.namespace is not None:
+            os.close(job.namespace)

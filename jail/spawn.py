@@ -1,0 +1,102 @@
+"""Starting a launcher process (``jail.launcher``) and handing it the tools: rg and sed
+with their base policies, built from the settings."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from jail import binaries, seccomp
+from jail.errors import JailUnavailable
+from jail.policy import Limits, Policy
+from jail.settings import JailSettings
+from jail.wire import Tool
+
+_ENV = {"PATH": "/nonexistent", "LC_ALL": "C.UTF-8"}
+_LAUNCHER_MAIN = "from jail.launcher import main; main()"
+
+
+def spawn_launcher(
+    settings: JailSettings, tools: dict[str, Tool]
+) -> tuple[socket.socket, subprocess.Popen[bytes]]:
+    """Start a launcher process and hand it the tools; raises JailUnavailable."""
+    control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    with theirs:
+        process = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCHER_MAIN, str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            env={"PYTHONPATH": package_parent, "PATH": os.defpath},
+            stdin=subprocess.DEVNULL,
+            cwd="/",
+            start_new_session=True,  # terminal signals are not for the launcher
+        )
+    try:
+        hello = {
+            "tools": {name: tool.to_json() for name, tool in tools.items()},
+            "work_dir": str(settings.work_dir) if settings.work_dir else None,
+            "seccomp": base64.b64encode(seccomp.compiled_filter()).decode("ascii"),
+        }
+        control.send(json.dumps(hello).encode())
+        control.settimeout(30)
+        answer = json.loads(control.recv(65536) or b"{}")
+        control.settimeout(None)
+        if not answer.get("ok"):
+            raise JailUnavailable(f"jail launcher: {answer.get('error', 'no answer')}")
+    except BaseException as error:
+        control.close()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if isinstance(error, OSError | ValueError):
+            raise JailUnavailable(f"jail launcher: {error}") from error
+        raise
+    return control, process
+
+
+def base_tools(settings: JailSettings) -> dict[str, Tool]:
+    """The rg and sed tools with their base policies (stores are added per call)."""
+    limits = Limits(
+        cpu_seconds=settings.cpu_seconds,
+        address_space_bytes=settings.memory_bytes,
+    )
+
+    def policy(**specific: Any) -> Policy:
+        return Policy(
+            uid=settings.uid,
+            gid=settings.gid,
+            limits=limits,
+            timeout_seconds=settings.timeout_seconds,
+            die_with_parent=True,
+            **specific,
+        )
+
+    rg_path = settings.rg_path.resolve()
+    rg = binaries.needs(rg_path)
+    rg_exec = [str(rg_path)] + ([rg.loader] if rg.loader else [])
+    rg_policy = policy(
+        read_paths=(*rg.libraries, *(["/etc/ld.so.cache"] if rg.loader else [])),
+        exec_paths=tuple(rg_exec),
+    )
+    sed_root = settings.sed_root.resolve()
+    sed = binaries.check_sed_root(sed_root, settings.sed_path)
+    sed_exec = [binaries.SED_IN_ROOT] + ([sed.loader] if sed.loader else [])
+    sed_policy = policy(
+        chroot=str(sed_root),
+        read_paths=(*sed.libraries, binaries.LOCALE_IN_ROOT),
+        exec_paths=tuple(sed_exec),
+    )
+    return {
+        "rg": Tool(exe=str(rg_path), env=_ENV, policy=rg_policy),
+        "sed": Tool(
+            exe=str(sed_root / binaries.SED_IN_ROOT.lstrip("/")), env=_ENV, policy=sed_policy
+        ),
+    }

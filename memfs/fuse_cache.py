@@ -1,0 +1,162 @@
+"""What the kernel caches about the view, and how it is kept truthful: negative
+entries below stores, the page cache of a file across its versions, and the commit
+listener that invalidates both.
+
+Negative entries. Below a store, a name that does not exist (or is hidden) is
+answered with a negative entry cached for ENTRY_TIMEOUT (rg probes .gitignore,
+.ignore, .rgignore and .git in every directory it enters). Never at the root: the
+kernel would share it with every uid. Each negative answer is remembered (parent
+inode, name) before the backing directory is looked at, and a commit through this
+daemon invalidates the entries of its file's name and of every directory above it
+before the writer is answered, so a created name is visible to the very next walk of
+any agent. A name created by another daemon on the same root, or planted by hand,
+appears within ENTRY_TIMEOUT (as attributes changed that way refresh within
+ATTR_TIMEOUT).
+
+Versions and the page cache. ``open`` pins the current version with
+``Engine.open_version`` (records it as seen) and every ``read`` is a ``pread`` on the
+pinned fd. The page cache of an inode may hold the bytes of one backing version only,
+its *owner*: the version pinned by the handles opened with the cache enabled.
+
+* opening the owner version again keeps the cache (FOPEN_KEEP_CACHE);
+* opening another version while no cached handle is open makes it the new owner:
+  the kernel drops the pages (no keep_cache) and its attributes are invalidated so
+  i_size is re-read before any cached read could be clamped by a stale size;
+* opening another version while cached handles of the old owner are still open gives
+  a FOPEN_DIRECT_IO handle that bypasses the page cache (never mixes versions);
+* while cached handles are open, getattr/lookup report the owner's size and mtime so
+  the kernel's i_size always matches the pages it serves.
+
+So every byte a handle returns comes from the version whose digest was recorded at
+its open. Freshness: ``cat`` (any new open) always returns the version current at
+open time, whoever changed it. Attributes (``stat``) are refreshed at once after a
+commit through this daemon (the commit listener invalidates them before the write
+is acknowledged) and within ATTR_TIMEOUT after a change made by another daemon on
+the same root (a store directory's own times within STORE_ATTR_REFRESH: its reply is
+sent on every path walk, so its fstat is reused for that long, and dropped by every
+commit through this daemon).
+
+`KernelCache` is a mixin of `memfs.fuse_view.MemoryView`, whose ``__init__`` sets up
+the state declared on it and whose ``attach`` registers `committed` with the engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+import pyfuse3
+
+from memfs.fuse_nodes import ENTRY_TIMEOUT, Handle, Node, NodeTable, _Counters, _ident
+from memfs.paths import MemPath
+
+NEGATIVE_LIMIT = 65536  # negative entries (below stores) tracked for invalidation
+
+
+class KernelCache(NodeTable):
+    """Negative-entry bookkeeping, page-cache ownership and the commit listener."""
+
+    # (parent ino, name) -> monotonic time after which the kernel has dropped it
+    _negative: dict[tuple[int, bytes], float]
+    _loop_thread: int | None
+    _notify_lock: threading.Lock  # held around kernel notifications
+    _attached: bool
+    _handles: dict[int, Handle]
+    _next_fh: Iterator[int]
+    counters: _Counters
+
+    # -- negative entries -----------------------------------------------------------
+
+    def _note_negative(self, key: tuple[int, bytes]) -> bool:
+        """Record that ``key`` may get a negative entry; False when the table is full
+        (the lookup then answers a plain, uncached ENOENT)."""
+        now = time.monotonic()
+        with self._lock:
+            if len(self._negative) >= NEGATIVE_LIMIT:
+                for old in [k for k, until in self._negative.items() if until < now]:
+                    del self._negative[old]
+                if len(self._negative) >= NEGATIVE_LIMIT:
+                    return False
+            self._negative[key] = now + ENTRY_TIMEOUT + 1.0  # + margin: kernel jiffies
+        return True
+
+    # -- page-cache ownership -------------------------------------------------------
+
+    def _opened(self, node: Node, fd: int, st: os.stat_result) -> pyfuse3.FileInfo:
+        """The handle of a pinned version: decides how it may use the page cache."""
+        ident = _ident(st)
+        keep_cache = direct_io = False
+        if node.owner_handles == 0:
+            keep_cache = node.owner == ident
+            node.owner, node.owner_stat = ident, st
+            node.owner_handles = 1
+            cached = True
+            if not keep_cache or node.last_size != st.st_size:
+                # The kernel may hold another version's size: make it ask again
+                # before the first cached read (attributes only: never blocks).
+                with contextlib.suppress(OSError):
+                    pyfuse3.invalidate_inode(node.ino, attr_only=True)
+        elif node.owner == ident:
+            keep_cache = cached = True
+            node.owner_handles += 1
+        else:
+            direct_io, cached = True, False  # another version owns the page cache
+        fh = next(self._next_fh)
+        self._handles[fh] = Handle(fd, node, cached)
+        if keep_cache:
+            self.counters.keep_cache += 1
+        if direct_io:
+            self.counters.direct_io += 1
+        return pyfuse3.FileInfo(fh=fh, keep_cache=keep_cache, direct_io=direct_io)
+
+    # -- commits: drop what the kernel caches about a changed file --------------------
+
+    def committed(self, path: MemPath) -> None:
+        """Engine commit listener (called in the committing worker thread, after the
+        new version is in place and before the caller is answered)."""
+        with self._lock:
+            self._commit_epoch += 1  # store directories' times are read again
+        if threading.get_ident() == self._loop_thread:
+            # Never block the loop that serves the reads an invalidation waits for.
+            threading.Thread(target=self._invalidate, args=(path,), daemon=True).start()
+        else:
+            self._invalidate(path)
+
+    def _invalidate(self, path: MemPath) -> None:
+        with self._notify_lock:
+            if self._attached:
+                self._notify(path)
+
+    def _notify(self, path: MemPath) -> None:
+        self._drop_negative(path)
+        node = self._by_key.get((path.store, path.parts, False))
+        parent = self._by_key.get((path.store, path.parts[:-1], True))
+        if node is not None:
+            node.last_size = None
+            with contextlib.suppress(OSError):
+                pyfuse3.invalidate_inode(node.ino)  # attributes and cached pages
+        if parent is not None:
+            with contextlib.suppress(OSError):
+                pyfuse3.invalidate_inode(parent.ino, attr_only=True)
+            if node is not None and self._backing_stat(path.store, path.parts) is None:
+                # Deleted: drop the dentry now (blocking is fine off the loop).
+                with contextlib.suppress(OSError):
+                    pyfuse3.invalidate_entry(parent.ino, node.name, deleted=node.ino)
+
+    def _drop_negative(self, path: MemPath) -> None:
+        """Invalidate the negative entries we handed out for the file's name or any
+        directory above it (a commit may have created them): the next walk asks again."""
+        now = time.monotonic()
+        for depth, name in enumerate(path.parts):
+            directory = self._by_key.get((path.store, path.parts[:depth], True))
+            if directory is None:
+                return  # never looked up: the kernel has no entry below it
+            key = (directory.ino, os.fsencode(name))
+            with self._lock:
+                until = self._negative.pop(key, None)
+            if until is not None and until > now:
+                with contextlib.suppress(OSError):
+                    pyfuse3.invalidate_entry(directory.ino, key[1])

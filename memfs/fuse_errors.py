@@ -1,0 +1,83 @@
+"""The edge between the engine and the kernel: every exception a FUSE request
+handler raises leaves it as a FUSEError carrying an errno.
+
+pyfuse3 ends its main loop on any other exception, and one bad request must never
+take the mount down. `_errno_of` maps engine and OS errors (not found ENOENT,
+refused EACCES, a hidden symlink or special file ENOENT, any other OSError its own
+errno, anything else EIO); `guarded` and `guarded_sync` wrap the handlers with it
+(MemoryView.open inlines the same clauses); `_fail` builds a handler's own answer.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar, cast
+
+import pyfuse3
+
+from memfs.errors import InvalidInput, MemfsError, NotFound, PermissionDenied
+
+log = logging.getLogger("memfs.mount")
+
+F = TypeVar("F", bound=Callable[..., Coroutine[Any, Any, Any]])
+
+
+def _errno_of(error: BaseException) -> int:
+    if isinstance(error, NotFound | FileNotFoundError | NotADirectoryError):
+        return errno.ENOENT
+    if isinstance(error, PermissionDenied | PermissionError):
+        return errno.EACCES
+    if isinstance(error, InvalidInput):
+        return errno.ENOENT  # a symlink or special file: hidden
+    if isinstance(error, OSError) and error.errno:
+        return error.errno
+    return errno.EIO
+
+
+def guarded(method: F) -> F:
+    """Turn every exception of a handler into a FUSEError: pyfuse3 ends its main loop
+    on anything else, and one bad request must never take the mount down."""
+
+    @functools.wraps(method)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(*args, **kwargs)
+        except pyfuse3.FUSEError:
+            raise
+        except (MemfsError, OSError) as error:
+            raise pyfuse3.FUSEError(_errno_of(error)) from None
+        except Exception:
+            log.exception("unexpected error in FUSE handler %s", method.__name__)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return cast(F, wrapper)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def guarded_sync(method: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """`guarded` for a handler that never awaits, written as a plain function: one
+    coroutine per request instead of two (lookup and getattr are the hot ones)."""
+
+    @functools.wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except pyfuse3.FUSEError:
+            raise
+        except (MemfsError, OSError) as error:
+            raise pyfuse3.FUSEError(_errno_of(error)) from None
+        except Exception:
+            log.exception("unexpected error in FUSE handler %s", method.__name__)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return wrapper
+
+
+def _fail(code: int) -> pyfuse3.FUSEError:
+    return pyfuse3.FUSEError(code)

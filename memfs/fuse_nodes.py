@@ -1,0 +1,247 @@
+"""The inode table of the FUSE view (memfs/fuse_view.py) and the attributes it hands
+to the kernel.
+
+Inodes. One stable inode number per (store, path, kind) for the daemon's life, the
+same for every agent; only listings differ per agent. Symlinks, FIFOs, sockets
+and devices are hidden (never listed, ENOENT); ROOT/state is never reachable.
+
+Attributes. A store directory (a child of the root) is always answered with
+``entry_timeout = attr_timeout = 0`` (see Isolation in memfs/fuse_view.py); its own
+times are re-read at most every STORE_ATTR_REFRESH seconds, and at once after a
+commit through this daemon. Anything deeper is cached for ENTRY_TIMEOUT and
+ATTR_TIMEOUT, and its attributes are built once per (size, mtime, ctime). While
+cached handles of a file are open its attributes are those of the version that owns
+the page cache (memfs/fuse_cache.py).
+
+`NodeTable` is a mixin of `memfs.fuse_view.MemoryView`, whose ``__init__`` sets up
+the state declared on it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyfuse3
+
+from memfs import backing
+from memfs.engine import Engine
+from memfs.errors import InvalidInput
+from memfs.fuse_errors import _fail
+from memfs.paths import MAX_NAME_BYTES, MemPath
+
+ROOT = pyfuse3.ROOT_INODE
+ENTRY_TIMEOUT = 5.0  # files and directories below a store
+ATTR_TIMEOUT = 5.0
+ROOT_ATTR_TIMEOUT = 1.0  # the root's own attributes (same for every agent)
+STORE_ATTR_REFRESH = 1.0  # a store directory's times, re-read at most this often
+BLKSIZE = 128 * 1024  # preferred I/O size reported to tools (cat, Python buffers)
+
+# (st_dev, st_ino, st_mtime_ns, st_size): identifies one backing version
+Ident = tuple[int, int, int, int]
+
+
+def _ident(st: os.stat_result) -> Ident:
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+@dataclass(eq=False)
+class Node:
+    ino: int
+    store: str  # "" for the root
+    parts: tuple[str, ...]  # below the store; () for a store directory
+    is_dir: bool
+    parent: int
+    name: bytes
+    # page-cache ownership (regular files only), see memfs/fuse_cache.py
+    owner: Ident | None = None
+    owner_stat: os.stat_result | None = None
+    owner_handles: int = 0
+    last_size: int | None = None  # size last reported to the kernel
+    path: MemPath | None = None  # MemPath(store, parts), made once (None for the root)
+    store_entry: pyfuse3.EntryAttributes | None = None  # a store's reply, reused
+    store_epoch: int = -1  # the commit epoch and time until which store_entry is fresh
+    store_fresh_until: float = 0.0
+    # the last attributes built for this node and what they were built from
+    attrs_memo: tuple[tuple[int, int, int], pyfuse3.EntryAttributes] | None = None
+    # directories: (name, is_dir) -> child node, an index of _by_key for listings
+    children: dict[tuple[str, bool], Node] = field(default_factory=dict)
+
+    @property
+    def is_store(self) -> bool:
+        return self.is_dir and self.store != "" and not self.parts
+
+    def mem_path(self) -> MemPath:
+        return self.path if self.path is not None else MemPath(self.store, self.parts)
+
+
+@dataclass(eq=False)
+class Handle:
+    fd: int
+    node: Node
+    cached: bool  # counted in node.owner_handles
+
+
+@dataclass(eq=False)
+class DirHandle:
+    node: Node
+    agent: str | None
+    entries: list[tuple[bytes, pyfuse3.EntryAttributes]] | None = None
+
+
+@dataclass
+class _Counters:
+    """How opens were served (for debugging and benchmarks)."""
+
+    opens_inline: int = 0
+    opens_thread: int = 0
+    keep_cache: int = 0
+    direct_io: int = 0
+
+
+def _showable(name: str) -> bool:
+    """Any real name (even one the socket cannot address, such as a non-UTF-8 one:
+    it can still be read here); never "." or ".." or an overlong name."""
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        return False
+    # an ASCII name is as long encoded as decoded (saves an fsencode per entry listed)
+    return len(name if name.isascii() else os.fsencode(name)) <= MAX_NAME_BYTES
+
+
+class NodeTable:
+    """Nodes by inode number and by (store, parts, is_dir), and their attributes."""
+
+    engine: Engine
+    _started_ns: int  # the root's times
+    _nodes: dict[int, Node]
+    _by_key: dict[tuple[str, tuple[str, ...], bool], Node]
+    _next_ino: Iterator[int]
+    _lock: threading.Lock  # node table: the commit listener reads it off-loop
+    _commit_epoch: int  # bumped by every commit through this daemon
+
+    # -- the inode table ------------------------------------------------------------
+
+    def _node(self, inode: int) -> Node:
+        node = self._nodes.get(inode)
+        if node is None:
+            raise _fail(errno.ENOENT)
+        return node
+
+    def _child(self, parent: Node, name: str, is_dir: bool) -> Node:
+        if parent.ino == ROOT:
+            key: tuple[str, tuple[str, ...], bool] = (name, (), True)
+        else:
+            key = (parent.store, (*parent.parts, name), is_dir)
+        node = self._by_key.get(key)
+        if node is None:
+            with self._lock:
+                node = self._by_key.get(key)
+                if node is None:
+                    node = Node(next(self._next_ino), key[0], key[1], is_dir, parent.ino,
+                                os.fsencode(name), path=MemPath(key[0], key[1]))
+                    self._nodes[node.ino] = node
+                    self._by_key[key] = node
+                    parent.children[(name, is_dir)] = node
+        return node
+
+    # -- attributes ---------------------------------------------------------------
+
+    def _backing_stat(self, store: str, parts: tuple[str, ...]) -> os.stat_result | None:
+        """lstat of STORE/PARTS in the backing directory, never following a symlink."""
+        store_fd = self.engine.store_fd(store)
+        if not parts:
+            return os.fstat(store_fd)
+        try:
+            parent = backing.walk_parent(store_fd, parts, create=False)
+        except (FileNotFoundError, NotADirectoryError, InvalidInput):
+            return None
+        try:
+            return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        finally:
+            os.close(parent)
+
+    def _root_attrs(self) -> pyfuse3.EntryAttributes:
+        attrs = pyfuse3.EntryAttributes()
+        attrs.st_ino = ROOT
+        attrs.st_mode = stat.S_IFDIR | 0o555
+        attrs.st_nlink = 2
+        attrs.st_uid = attrs.st_gid = 0
+        attrs.st_blksize = BLKSIZE
+        attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = self._started_ns
+        attrs.attr_timeout = ROOT_ATTR_TIMEOUT
+        attrs.entry_timeout = ROOT_ATTR_TIMEOUT
+        return attrs
+
+    def _attrs(self, node: Node, st: os.stat_result) -> pyfuse3.EntryAttributes:
+        if not node.is_dir and node.owner_handles and node.owner_stat is not None:
+            st = node.owner_stat  # keep i_size equal to the pages being served
+        # Built once per (size, mtime, ctime): a listing of 2,000 files rebuilt them all
+        # on every opendir. Never mutated once built (store replies are not memoised:
+        # _store_attrs updates those in place).
+        key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        memo = node.attrs_memo
+        if memo is not None and memo[0] == key:
+            if not node.is_dir:
+                node.last_size = st.st_size
+            return memo[1]
+        attrs = pyfuse3.EntryAttributes()
+        attrs.st_ino = node.ino
+        attrs.st_uid = attrs.st_gid = 0
+        attrs.st_blksize = BLKSIZE
+        if node.is_dir:
+            attrs.st_mode = stat.S_IFDIR | 0o555
+            attrs.st_nlink = 1  # "unknown": tools must not infer subdirectory counts
+            attrs.st_size = 0
+        else:
+            attrs.st_mode = stat.S_IFREG | 0o444
+            attrs.st_nlink = 1
+            attrs.st_size = st.st_size
+            attrs.st_blocks = (st.st_size + 511) // 512
+            node.last_size = st.st_size
+        attrs.st_atime_ns = st.st_mtime_ns
+        attrs.st_mtime_ns = st.st_mtime_ns
+        attrs.st_ctime_ns = st.st_ctime_ns
+        if node.is_store:
+            attrs.entry_timeout = 0
+            attrs.attr_timeout = 0
+        else:
+            attrs.entry_timeout = ENTRY_TIMEOUT
+            attrs.attr_timeout = ATTR_TIMEOUT
+            node.attrs_memo = (key, attrs)
+        return attrs
+
+    def _kind(self, st: os.stat_result) -> bool | None:
+        """True for a directory, False for a regular file, None for anything hidden."""
+        if stat.S_ISDIR(st.st_mode):
+            return True
+        if stat.S_ISREG(st.st_mode):
+            return False
+        return None
+
+    def _store_attrs(self, node: Node) -> pyfuse3.EntryAttributes:
+        """A store directory's reply (timeouts 0), one object per store updated in
+        place: pyfuse3 copies it into the reply before the next request runs."""
+        attrs = node.store_entry
+        now = time.monotonic()
+        # Its times are re-read at most every STORE_ATTR_REFRESH seconds, and at once
+        # after a commit through this daemon (the epoch is taken before the fstat, so
+        # a commit racing with it makes the next request read again).
+        if attrs is not None and now < node.store_fresh_until and (
+                node.store_epoch == self._commit_epoch):
+            return attrs
+        epoch = self._commit_epoch
+        st = os.fstat(self.engine.store_fd(node.store))
+        if attrs is None:
+            attrs = node.store_entry = self._attrs(node, st)
+        else:
+            attrs.st_atime_ns = attrs.st_mtime_ns = st.st_mtime_ns
+            attrs.st_ctime_ns = st.st_ctime_ns
+        node.store_epoch, node.store_fresh_until = epoch, now + STORE_ATTR_REFRESH
+        return attrs
