@@ -45,13 +45,8 @@ def guarded(method: F) -> F:
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return await method(*args, **kwargs)
-        except pyfuse3.FUSEError:
-            raise
-        except (MemfsError, OSError) as error:
-            raise pyfuse3.FUSEError(_errno_of(error)) from None
-        except Exception:
-            log.exception("unexpected error in FUSE handler %s", method.__name__)
-            raise pyfuse3.FUSEError(errno.EIO) from None
+        except Exception as error:
+            raise _fuse_error(error, method.__name__) from None
 
     return cast(F, wrapper)
 
@@ -68,15 +63,20 @@ def guarded_sync(method: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(*args, **kwargs)
-        except pyfuse3.FUSEError:
-            raise
-        except (MemfsError, OSError) as error:
-            raise pyfuse3.FUSEError(_errno_of(error)) from None
-        except Exception:
-            log.exception("unexpected error in FUSE handler %s", method.__name__)
-            raise pyfuse3.FUSEError(errno.EIO) from None
+        except Exception as error:
+            raise _fuse_error(error, method.__name__) from None
 
     return wrapper
+
+
+def _fuse_error(error: Exception, handler: str) -> pyfuse3.FUSEError:
+    """The FUSEError a handler's exception becomes (EIO, logged, for a surprise)."""
+    if isinstance(error, pyfuse3.FUSEError):
+        return error
+    if isinstance(error, MemfsError | OSError):
+        return pyfuse3.FUSEError(_errno_of(error))
+    log.exception("unexpected error in FUSE handler %s", handler, exc_info=error)
+    return pyfuse3.FUSEError(errno.EIO)
 
 
 def _fail(code: int) -> pyfuse3.FUSEError:

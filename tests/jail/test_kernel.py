@@ -186,13 +186,14 @@ ROWS: dict[str, tuple[Action, int]] = {
 }
 
 
-def run_confined(policy: Policy, action: Callable[[], None]) -> int:
-    """Fork, apply ``policy``, run ``action``; return 0, the errno it raised, or 2xx."""
+def in_child(setup: Callable[[], None], action: Callable[[], None]) -> int:
+    """Fork, run ``setup`` then ``action`` in the child; return 0, the errno
+    ``action`` raised, or 2xx when ``setup`` failed (204) or something else (205)."""
     pid = os.fork()
     if pid == 0:
         code = 201
         try:
-            apply(policy)
+            setup()
             code = 202
             action()
             code = 0
@@ -203,6 +204,11 @@ def run_confined(policy: Policy, action: Callable[[], None]) -> int:
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status)
+
+
+def run_confined(policy: Policy, action: Callable[[], None]) -> int:
+    """Fork, apply ``policy``, run ``action``; return 0, the errno it raised, or 2xx."""
+    return in_child(lambda: apply(policy), action)
 
 
 @pytest.fixture(scope="module")
@@ -298,23 +304,12 @@ ABI = landlock.abi_version()
 
 
 def _landlock_only(c: Ctx, action: Callable[[], None]) -> int:
-    pid = os.fork()
-    if pid == 0:
-        code = 201
-        try:
-            ruleset = landlock.create_ruleset(ABI, (c.a_fd,), (), ())
-            libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
-            landlock.enforce(ruleset)
-            code = 202
-            action()
-            code = 0
-        except OSError as error:
-            code = (error.errno or 203) if code == 202 else 204
-        except BaseException:
-            code = 205
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    def setup() -> None:
+        ruleset = landlock.create_ruleset(ABI, (c.a_fd,), (), ())
+        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+        landlock.enforce(ruleset)
+
+    return in_child(setup, action)
 
 
 @pytest.fixture(scope="module")
@@ -446,22 +441,12 @@ def test_confined_with_mounted_stores(
 
 def _root_only(c: Ctx, action: Callable[[], None], view_dir: str) -> int:
     """The stores mounted (as root, no Landlock, no seccomp): what the mounts alone do."""
-    pid = os.fork()
-    if pid == 0:
-        code = 201
-        try:
-            mounts.show_stores(view_dir, (("A", c.a_fd),))
-            os.chdir(view_dir)
-            code = 202
-            action()
-            code = 0
-        except OSError as error:
-            code = (error.errno or 203) if code == 202 else 204
-        except BaseException:
-            code = 205
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+
+    def setup() -> None:
+        mounts.show_stores(view_dir, (("A", c.a_fd),))
+        os.chdir(view_dir)
+
+    return in_child(setup, action)
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import blake3
 import pytest
 
 from memfs.daemon import rg_binary
@@ -179,3 +180,14 @@ def snapshot(root: Path) -> dict[str, Any]:
 
 __all__ = ["RG", "UID_A", "UID_D", "Mounted", "probe", "probe1", "snapshot", "start_mounted",
            "stop_mounted"]
+
+
+def digest(data: bytes) -> str:
+    return blake3.blake3(data).hexdigest()
+
+
+def cat(m: Mounted, uid: int, rel: str) -> bytes:
+    """``cat`` of a mount path run as ``uid``; asserts it succeeded."""
+    done = run_as(uid, ["cat", m.path(rel)])
+    assert done.returncode == 0, done.stderr
+    return done.stdout

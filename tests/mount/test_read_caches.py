@@ -15,24 +15,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import blake3
 import pytest
 
 from memfs.versions import version_of
-from tests.mount.conftest import Mounted, probe1
+from tests.mount.conftest import Mounted, cat, digest, probe1
 from tests.support import UID_A, UID_B, Daemon, connect_as, public_tmpdir, run_as
 
 SEEN = "user.memfs.seen"
-
-
-def digest(data: bytes) -> str:
-    return blake3.blake3(data).hexdigest()
-
-
-def cat(m: Mounted, uid: int, rel: str) -> bytes:
-    done = run_as(uid, ["cat", m.path(rel)])
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def seen_on_disk(m: Mounted, uid: int, rel: str) -> str:

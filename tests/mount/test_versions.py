@@ -15,21 +15,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import blake3
 import pytest
 
-from tests.mount.conftest import UID_D, Mounted, probe, probe1
+from tests.mount.conftest import UID_D, Mounted, cat, digest, probe, probe1
 from tests.support import PYTHON, UID_A, UID_B, UID_C, Daemon, run_as
-
-
-def digest(data: bytes) -> str:
-    return blake3.blake3(data).hexdigest()
-
-
-def cat(m: Mounted, uid: int, rel: str) -> bytes:
-    done = run_as(uid, ["cat", m.path(rel)])
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def size(m: Mounted, uid: int, rel: str) -> int:
