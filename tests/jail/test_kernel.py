@@ -561,20 +561,10 @@ CONFINED_AHEAD_ROWS: dict[str, tuple[Action, int]] = {
 def test_confined_ahead(name: str, ctx: Ctx, sed_root: Path) -> None:
     action, expected = CONFINED_AHEAD_ROWS[name]
     policy = _sed_policy(sed_root)
-    pid = os.fork()
-    if pid == 0:
-        code = 201
-        try:
-            prepared = prepare(policy)
-            confine(policy, prepared, ruleset=start_ruleset(prepared))
-            code = 202
-            action(ctx)
-            code = 0
-        except OSError as error:
-            code = (error.errno or 203) if code == 202 else 204
-        except BaseException:
-            code = 205
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    got = os.waitstatus_to_exitcode(status)
+
+    def setup() -> None:
+        prepared = prepare(policy)
+        confine(policy, prepared, ruleset=start_ruleset(prepared))
+
+    got = in_child(setup, lambda: action(ctx))
     assert got == expected, f"{name}: got {errno.errorcode.get(got, got)}"
