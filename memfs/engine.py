@@ -158,12 +158,7 @@ class Engine:
 
     # -- reads --------------------------------------------------------------------
 
-    def _open_current(self, path: MemPath) -> int | None:
-        """fd of the file's current version, or None if it does not exist."""
-        opened = self._open_current_stat(path)
-        return None if opened is None else opened[0]
-
-    def _open_current_stat(self, path: MemPath) -> tuple[int, os.stat_result] | None:
+    def _open_current(self, path: MemPath) -> tuple[int, os.stat_result] | None:
         """fd and fstat of the file's current version, or None if it does not exist.
 
         Raises InvalidInput when a component is a symlink or not a directory, or the
@@ -188,7 +183,7 @@ class Engine:
         Raises PermissionDenied, NotFound, InvalidInput (symlink, directory, special).
         """
         self.check_access(agent, path.store)
-        opened = self._open_current_stat(path)
+        opened = self._open_current(path)
         if opened is None:
             raise NotFound(f"{path} does not exist")
         fd, st = opened
@@ -218,11 +213,12 @@ class Engine:
 
     def current_digest(self, path: MemPath) -> str | None:
         """Digest of what a read would return now (no access check, no record)."""
-        fd = self._open_current(path)
-        if fd is None:
+        opened = self._open_current(path)
+        if opened is None:
             return None
+        fd, st = opened
         with backing.closing_fd(fd):
-            return version_of(fd).digest
+            return version_of(fd, st).digest
 
     def list(self, agent: str, patterns: list[str]) -> list[str]:
         """``STORE/PATH`` of every regular file the agent may read that matches one of
@@ -273,11 +269,13 @@ class Engine:
         check is made before the transform runs and again at commit; a transform error
         changes nothing."""
         self.check_access(agent, path.store, write=True)
-        parent = self._parent(path, create=False)
-        with backing.closing_fd(parent):
-            base, data = _read_version_at(parent, path.parts[-1])
-        if base is None:
+        opened = self._open_current(path)
+        if opened is None:
             raise NotFound(f"{path} does not exist")
+        fd, st = opened
+        with backing.closing_fd(fd):
+            base = version_of(fd, st)
+            data = _read_all(fd, base.size)
         seen = self.seen.get(agent, path)
         if not force:
             for known in (seen, expected) if expected is not None else (seen,):

@@ -40,7 +40,7 @@ import stat
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import pyfuse3
 import trio
@@ -387,42 +387,11 @@ class MemoryView(KernelCache, pyfuse3.Operations):
 
     # -- everything that would change something: read-only ---------------------------
 
-    async def setxattr(self, *args: Any, **kwargs: Any) -> None:
+    async def _read_only(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise _fail(errno.EROFS)
 
-    async def removexattr(self, *args: Any, **kwargs: Any) -> None:
-        raise _fail(errno.EROFS)
-
-    async def setattr(self, *args: Any, **kwargs: Any) -> pyfuse3.EntryAttributes:
-        raise _fail(errno.EROFS)
-
-    async def mknod(self, *args: Any, **kwargs: Any) -> pyfuse3.EntryAttributes:
-        raise _fail(errno.EROFS)
-
-    async def mkdir(self, *args: Any, **kwargs: Any) -> pyfuse3.EntryAttributes:
-        raise _fail(errno.EROFS)
-
-    async def unlink(self, *args: Any, **kwargs: Any) -> None:
-        raise _fail(errno.EROFS)
-
-    async def rmdir(self, *args: Any, **kwargs: Any) -> None:
-        raise _fail(errno.EROFS)
-
-    async def symlink(self, *args: Any, **kwargs: Any) -> pyfuse3.EntryAttributes:
-        raise _fail(errno.EROFS)
-
-    async def rename(self, *args: Any, **kwargs: Any) -> None:
-        raise _fail(errno.EROFS)
-
-    async def link(self, *args: Any, **kwargs: Any) -> pyfuse3.EntryAttributes:
-        raise _fail(errno.EROFS)
-
-    async def create(self, *args: Any,
-                     **kwargs: Any) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        raise _fail(errno.EROFS)
-
-    async def write(self, *args: Any, **kwargs: Any) -> int:
-        raise _fail(errno.EROFS)
+    setxattr = removexattr = setattr = mknod = mkdir = unlink = rmdir = _read_only
+    symlink = rename = link = create = write = _read_only
 
     async def readlink(self, *args: Any, **kwargs: Any) -> bytes:
         raise _fail(errno.EINVAL)  # memfs never shows symlinks
