@@ -15,8 +15,8 @@ from typing import Any
 from control import protocol as p
 from jail import Jail
 from jail.errors import StoreNotReadable
-from memfs.engine import Engine, Pinned
-from memfs.errors import (
+from memfs.store.engine import Engine, Pinned
+from memfs.store.errors import (
     Conflict,
     InvalidInput,
     MemfsError,
@@ -24,7 +24,7 @@ from memfs.errors import (
     PermissionDenied,
     TooLarge,
 )
-from memfs.paths import MemPath, parse_path
+from memfs.store.paths import MemPath, parse_path
 
 log = logging.getLogger("memfs.control")
 

@@ -14,10 +14,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from memfs.errors import ConfigError
+from memfs.store.errors import MemfsError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MiB = 1024 * 1024
+
+
+class ConfigError(MemfsError):
+    """The configuration file is missing, unreadable, not TOML or fails validation."""
 
 Access = Literal["read", "read_write"]
 

@@ -18,9 +18,9 @@ import trio
 from control.dispatch import Dispatcher
 from control.server import ControlServer, SocketInUse, max_line_bytes, open_listener
 from jail import Jail, JailError, JailSettings
-from memfs.config import Config, load_config
-from memfs.engine import Engine
-from memfs.errors import ConfigError, MemfsError
+from memfs.config import Config, ConfigError, load_config
+from memfs.store.engine import Engine
+from memfs.store.errors import MemfsError
 
 log = logging.getLogger("memfs")
 
@@ -77,7 +77,7 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
         listener = await open_listener(config.socket)
         async with trio.open_nursery() as nursery:
             if mount:
-                from memfs.mount import serve_mount
+                from memfs.fuse.mount import serve_mount
 
                 await nursery.start(serve_mount, engine, config.mount)
             server = ControlServer(dispatcher, max_line_bytes(config.max_file_size))

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from memfs.config import Config, parse_config
-from memfs.engine import Engine
-from memfs.paths import parse_path
+from memfs.store.engine import Engine
+from memfs.store.paths import parse_path
 
 DEMO_ROOT = Path("/var/lib/memfs-demo")
 REVIEWER_UID = 61002  # a second agent, for trying conflicts with --as reviewer

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.fuse_nodes import ENTRY_TIMEOUT
+from memfs.fuse.nodes import ENTRY_TIMEOUT
 from tests.mount.conftest import UID_D, Mounted, probe
 from tests.support import PYTHON, UID_A, UID_B, UID_C, connect_as, run_as
 

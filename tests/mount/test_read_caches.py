@@ -1,7 +1,7 @@
 """The caches on the read path never change what an open records or what stat says.
 
 An open through the mount reads the file's version record and the agent's seen record
-from memory when it can (memfs/versions.py, memfs/seen.py): the seen record must still
+from memory when it can (memfs/store/versions.py, memfs/store/seen.py): the seen record must still
 end up equal to the digest of the bytes the open returned even when another daemon on
 the same root changed or removed that record in between (an A-B-A on the file's
 content makes the stale memory look right). A store directory's times are re-read at
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from memfs.versions import version_of
+from memfs.store.versions import version_of
 from tests.mount.conftest import Mounted, cat, digest, probe1
 from tests.support import UID_A, UID_B, Daemon, connect_as, public_tmpdir, run_as
 
-SEEN = "user.memfs.seen"
+SEEN = "user.memfs.store.seen"
 
 
 def seen_on_disk(m: Mounted, uid: int, rel: str) -> str:

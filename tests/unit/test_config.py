@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from memfs.config import load_config, parse_config
-from memfs.errors import ConfigError
+from memfs.config import ConfigError, load_config, parse_config
 
 GOOD: dict[str, Any] = {
     "root": "/var/lib/memfs",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memfs.errors import InvalidInput
-from memfs.globs import compile_glob, literal_store
-from memfs.paths import MemPath, parse_path
+from memfs.store.errors import InvalidInput
+from memfs.store.globs import compile_glob, literal_store
+from memfs.store.paths import MemPath, parse_path
 
 
 @pytest.mark.parametrize(

@@ -23,14 +23,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memfs import backing
 from memfs.config import Config
-from memfs.errors import Conflict, InvalidInput, NotFound, PermissionDenied, TooLarge
-from memfs.globs import compile_glob, literal_store
-from memfs.paths import MemPath
-from memfs.seen import SeenRecords
-from memfs.staging import Staged, Staging
-from memfs.versions import Version, version_of
+from memfs.store import backing
+from memfs.store.errors import Conflict, InvalidInput, NotFound, PermissionDenied, TooLarge
+from memfs.store.globs import compile_glob, literal_store
+from memfs.store.paths import MemPath
+from memfs.store.seen import SeenRecords
+from memfs.store.staging import Staged, Staging
+from memfs.store.versions import Version, version_of
 
 
 @dataclass(frozen=True)

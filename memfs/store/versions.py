@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import blake3
 
-from memfs.errors import LastWrite
+from memfs.store.errors import LastWrite
 
 XATTR = "user.memfs.version"
 CHUNK = 1024 * 1024

@@ -19,14 +19,14 @@ per component), so it is one probe of a table built from the config.
 
 Cost of an open. Pinning is one openat2 and one fstat; the version record and the
 agent's seen record are answered from memory while provably unchanged (see
-memfs/versions.py and memfs/seen.py), so a warm open reads no xattr at all and writes
+memfs/store/versions.py and memfs/store/seen.py), so a warm open reads no xattr at all and writes
 one only when the agent's record differs from the version it pins.
 
 The parts. This module holds the request handlers (`MemoryView`) and the identity
-checks; memfs/fuse_nodes.py the inode table and the attributes handed to the kernel
-(Inodes, Attributes); memfs/fuse_cache.py negative entries, page-cache ownership
+checks; memfs/fuse/nodes.py the inode table and the attributes handed to the kernel
+(Inodes, Attributes); memfs/fuse/cache.py negative entries, page-cache ownership
 across versions and the commit listener (Negative entries, Versions and the page
-cache); memfs/fuse_errors.py the translation of exceptions to errnos.
+cache); memfs/fuse/errors.py the translation of exceptions to errnos.
 """
 
 from __future__ import annotations
@@ -45,12 +45,9 @@ from typing import Any, NoReturn
 import pyfuse3
 import trio
 
-from memfs import backing
-from memfs.engine import Engine
-from memfs.errors import InvalidInput, MemfsError
-from memfs.fuse_cache import KernelCache
-from memfs.fuse_errors import _errno_of, _fail, guarded, guarded_sync
-from memfs.fuse_nodes import (
+from memfs.fuse.cache import KernelCache
+from memfs.fuse.errors import _errno_of, _fail, guarded, guarded_sync
+from memfs.fuse.nodes import (
     ENTRY_TIMEOUT,
     ROOT,
     DirHandle,
@@ -59,12 +56,15 @@ from memfs.fuse_nodes import (
     _Counters,
     _showable,
 )
+from memfs.store import backing
+from memfs.store.engine import Engine
+from memfs.store.errors import InvalidInput, MemfsError
 
-log = logging.getLogger("memfs.mount")
+log = logging.getLogger("memfs.fuse.mount")
 
 INLINE_OPEN_LIMIT = 1024 * 1024  # bigger files are pinned in a worker thread
 XATTR_DIGEST = b"user.memfs.digest"
-XATTR_SEEN = b"user.memfs.seen"
+XATTR_SEEN = b"user.memfs.store.seen"
 XATTRS = (XATTR_DIGEST, XATTR_SEEN)
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT
 
@@ -111,7 +111,7 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         self._negative_entry.entry_timeout = ENTRY_TIMEOUT
         self._negative_entry.attr_timeout = 0
 
-    # -- lifecycle (called by memfs.mount) -----------------------------------------
+    # -- lifecycle (called by memfs.fuse.mount) -----------------------------------------
 
     def attach(self) -> None:
         self._loop_thread = threading.get_ident()

@@ -36,7 +36,7 @@ the same root (a store directory's own times within STORE_ATTR_REFRESH: its repl
 sent on every path walk, so its fstat is reused for that long, and dropped by every
 commit through this daemon).
 
-`KernelCache` is a mixin of `memfs.fuse_view.MemoryView`, whose ``__init__`` sets up
+`KernelCache` is a mixin of `memfs.fuse.view.MemoryView`, whose ``__init__`` sets up
 the state declared on it and whose ``attach`` registers `committed` with the engine.
 """
 
@@ -50,8 +50,8 @@ from collections.abc import Iterator
 
 import pyfuse3
 
-from memfs.fuse_nodes import ENTRY_TIMEOUT, Handle, Node, NodeTable, _Counters, _ident
-from memfs.paths import MemPath
+from memfs.fuse.nodes import ENTRY_TIMEOUT, Handle, Node, NodeTable, _Counters, _ident
+from memfs.store.paths import MemPath
 
 NEGATIVE_LIMIT = 65536  # negative entries (below stores) tracked for invalidation
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memfs.errors import InvalidInput
+from memfs.store.errors import InvalidInput
 
 MAX_PATH_BYTES = 4096
 MAX_NAME_BYTES = 255

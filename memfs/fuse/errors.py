@@ -18,9 +18,9 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 import pyfuse3
 
-from memfs.errors import InvalidInput, MemfsError, NotFound, PermissionDenied
+from memfs.store.errors import InvalidInput, MemfsError, NotFound, PermissionDenied
 
-log = logging.getLogger("memfs.mount")
+log = logging.getLogger("memfs.fuse.mount")
 
 F = TypeVar("F", bound=Callable[..., Coroutine[Any, Any, Any]])
 

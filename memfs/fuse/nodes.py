@@ -1,4 +1,4 @@
-"""The inode table of the FUSE view (memfs/fuse_view.py) and the attributes it hands
+"""The inode table of the FUSE view (memfs/fuse/view.py) and the attributes it hands
 to the kernel.
 
 Inodes. One stable inode number per (store, path, kind) for the daemon's life, the
@@ -6,14 +6,14 @@ same for every agent; only listings differ per agent. Symlinks, FIFOs, sockets
 and devices are hidden (never listed, ENOENT); ROOT/state is never reachable.
 
 Attributes. A store directory (a child of the root) is always answered with
-``entry_timeout = attr_timeout = 0`` (see Isolation in memfs/fuse_view.py); its own
+``entry_timeout = attr_timeout = 0`` (see Isolation in memfs/fuse/view.py); its own
 times are re-read at most every STORE_ATTR_REFRESH seconds, and at once after a
 commit through this daemon. Anything deeper is cached for ENTRY_TIMEOUT and
 ATTR_TIMEOUT, and its attributes are built once per (size, mtime, ctime). While
 cached handles of a file are open its attributes are those of the version that owns
-the page cache (memfs/fuse_cache.py).
+the page cache (memfs/fuse/cache.py).
 
-`NodeTable` is a mixin of `memfs.fuse_view.MemoryView`, whose ``__init__`` sets up
+`NodeTable` is a mixin of `memfs.fuse.view.MemoryView`, whose ``__init__`` sets up
 the state declared on it.
 """
 
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 
 import pyfuse3
 
-from memfs import backing
-from memfs.engine import Engine
-from memfs.errors import InvalidInput
-from memfs.fuse_errors import _fail
-from memfs.paths import MAX_NAME_BYTES, MemPath
+from memfs.fuse.errors import _fail
+from memfs.store import backing
+from memfs.store.engine import Engine
+from memfs.store.errors import InvalidInput
+from memfs.store.paths import MAX_NAME_BYTES, MemPath
 
 ROOT = pyfuse3.ROOT_INODE
 ENTRY_TIMEOUT = 5.0  # files and directories below a store
@@ -58,7 +58,7 @@ class Node:
     is_dir: bool
     parent: int
     name: bytes
-    # page-cache ownership (regular files only), see memfs/fuse_cache.py
+    # page-cache ownership (regular files only), see memfs/fuse/cache.py
     owner: Ident | None = None
     owner_stat: os.stat_result | None = None
     owner_handles: int = 0

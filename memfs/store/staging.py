@@ -13,9 +13,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from memfs import backing
-from memfs.errors import InvalidInput
-from memfs.versions import digest_bytes, stamp
+from memfs.store import backing
+from memfs.store.errors import InvalidInput
+from memfs.store.versions import digest_bytes, stamp
 
 
 class Staged:

@@ -13,10 +13,6 @@ class MemfsError(Exception):
     """Base class of every error the engine raises on purpose."""
 
 
-class ConfigError(MemfsError):
-    """The configuration file is missing, unreadable, not TOML or fails validation."""
-
-
 class InvalidInput(MemfsError):
     """A request is malformed: bad path (``..``, absolute, control characters, too long),
     a path that crosses a symlink or names a directory or special file, bad mode."""

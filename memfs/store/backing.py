@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from memfs.errors import InvalidInput
+from memfs.store.errors import InvalidInput
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a planted FIFO must not block; O_NOCTTY: nor grab a terminal.

@@ -1,4 +1,4 @@
-"""Mounting the read-only per-agent view (memfs/fuse_view.py) with pyfuse3 on trio.
+"""Mounting the read-only per-agent view (memfs/fuse/view.py) with pyfuse3 on trio.
 
 ``serve_mount`` prepares the mount point (creates it, clears a stale mount left by a
 daemon that died), mounts with ``fsname=memfs,allow_other,ro`` (no
@@ -40,11 +40,11 @@ from pathlib import Path
 import pyfuse3
 import trio
 
-from memfs.engine import Engine
-from memfs.errors import MemfsError
-from memfs.fuse_view import MemoryView
+from memfs.fuse.view import MemoryView
+from memfs.store.engine import Engine
+from memfs.store.errors import MemfsError
 
-log = logging.getLogger("memfs.mount")
+log = logging.getLogger("memfs.fuse.mount")
 
 MOUNT_OPTIONS = frozenset({"fsname=memfs", "subtype=memfs", "allow_other", "ro", "noatime"})
 MNT_DETACH = 2

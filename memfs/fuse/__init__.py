@@ -1,0 +1,1 @@
+"""The read-only, per-agent pyfuse3 view of the stores: current files only."""
