@@ -64,7 +64,7 @@ log = logging.getLogger("memfs.fuse.mount")
 
 INLINE_OPEN_LIMIT = 1024 * 1024  # bigger files are pinned in a worker thread
 XATTR_DIGEST = b"user.memfs.digest"
-XATTR_SEEN = b"user.memfs.store.seen"
+XATTR_SEEN = b"user.memfs.seen"
 XATTRS = (XATTR_DIGEST, XATTR_SEEN)
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT
 

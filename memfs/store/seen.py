@@ -1,7 +1,7 @@
 """Per-agent record of the digest each agent last read or wrote, kept on disk.
 
 One empty marker file per (agent, store, path) under ``ROOT/state/seen/AGENT/STORE/``,
-named by the blake3 of the path; the digest is its xattr ``user.memfs.store.seen``.
+named by the blake3 of the path; the digest is its xattr ``user.memfs.seen``.
 Setting an xattr replaces the value atomically (readers see the old or the new
 digest, never a mix) in one syscall, with no data to write back: cheaper than
 rewriting and renaming a small file, which matters because every first read of a
@@ -24,7 +24,7 @@ import blake3
 
 from memfs.store.paths import MemPath
 
-XATTR = "user.memfs.store.seen"
+XATTR = "user.memfs.seen"
 MARKER_CACHE = 65536  # marker paths remembered (every open looks its marker up)
 
 

@@ -74,7 +74,7 @@ WRITE_TOOLS: dict[str, Any] = {
     "ln": lambda m, s: ["ln", m.path(f"{s}/table.md"), m.path(f"{s}/hard")],
     "truncate": lambda m, s: ["truncate", "-s", "0", m.path(f"{s}/table.md")],
     "mkfifo": lambda m, s: ["mkfifo", m.path(f"{s}/fifo")],
-    "setfattr": lambda m, s: ["setfattr", "-n", "user.memfs.store.seen", "-v", "x",
+    "setfattr": lambda m, s: ["setfattr", "-n", "user.memfs.seen", "-v", "x",
                               m.path(f"{s}/table.md")],
 }
 
@@ -169,7 +169,7 @@ def test_python_calls(table: Mounted, kind: str) -> None:
         assert results["listdir"]["ok"] == ["sub", "table.md"]
         assert results["stat"]["ok"]["size"] == len(CONTENT)
         assert int(results["stat"]["ok"]["mode"], 8) == stat.S_IFREG | 0o444
-        assert results["listxattr"]["ok"] == ["user.memfs.digest", "user.memfs.store.seen"]
+        assert results["listxattr"]["ok"] == ["user.memfs.digest", "user.memfs.seen"]
         assert len(results["getxattr"]["ok"]) == 64
     for name in WRITE_CALLS:
         expected = "EROFS" if kind in VISIBLE else "ENOENT"
