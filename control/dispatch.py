@@ -17,6 +17,7 @@ from jail import Jail
 from jail.errors import StoreNotReadable
 from memfs.store.engine import Engine, Pinned
 from memfs.store.errors import (
+    ABSENT,
     Conflict,
     InvalidInput,
     MemfsError,
@@ -90,23 +91,18 @@ class Dispatcher:
         return {"paths": self.engine.list(agent, request.patterns)}
 
     def _read(self, agent: str, request: p.ReadRequest) -> dict[str, Any]:
-        data, pinned = self.engine.read_bytes(agent, self._path(request.path))
-        result = _version_fields(request.path, pinned)
+        path = self._path(request.path)
         if request.encoding == "base64":
             if request.offset != 1 or request.limit is not None:
                 raise InvalidInput("offset and limit page through text; not with base64")
+            data, pinned = self.engine.read_bytes(agent, path)
+            result = _version_fields(request.path, pinned)
             result["content_b64"] = base64.b64encode(data).decode("ascii")
             return result
-        lines = data.decode("utf-8", "replace").splitlines(keepends=True)
-        start = request.offset - 1
-        end = len(lines) if request.limit is None else min(len(lines), start + request.limit)
-        result.update(
-            text="".join(lines[start:end]),
-            offset=request.offset,
-            lines=max(0, end - start),
-            total_lines=len(lines),
-            next_offset=end + 1 if end < len(lines) else None,
-        )
+        page, pinned = self.engine.read_page(agent, path, request.offset, request.limit)
+        result = _version_fields(request.path, pinned)
+        result.update(text=page.text, offset=page.offset, lines=page.lines,
+                      total_lines=page.total_lines, next_offset=page.next_offset)
         return result
 
     def _stat(self, agent: str, request: p.StatRequest) -> dict[str, Any]:
@@ -132,7 +128,8 @@ class Dispatcher:
                 expected=request.expect,
             )
         return {"path": str(committed.path), "digest": committed.digest,
-                "size": committed.size, "created": committed.created}
+                "size": committed.size, "created": committed.created,
+                "previous_digest": committed.previous}
 
     def _delete(self, agent: str, request: p.DeleteRequest) -> dict[str, Any]:
         path = self._path(request.path)
@@ -143,7 +140,8 @@ class Dispatcher:
         tools = self._require_tools()
         stores = {name: self.engine.store_dir(name) for name in self.engine.readable_stores(agent)}
         try:
-            outcome = tools.search(stores, request.args, known=self.engine.config.stores)
+            outcome = tools.search(stores, request.args, known=self.engine.config.stores,
+                                   hidden=self.engine.planted)
         except StoreNotReadable as error:
             # A search naming a store the agent cannot read is permission_denied (the
             # jail, which sees only the readable stores, would call it invalid).
@@ -180,7 +178,8 @@ def _conflict_details(error: Conflict) -> dict[str, Any]:
     return {
         "path": error.path,
         "current_digest": error.current,
-        "seen_digest": error.seen,
+        "seen_digest": None if error.seen == ABSENT else error.seen,
+        "seen_absent": error.seen == ABSENT,
         "last_writer": last.agent if last else None,
         "last_written_at": last.at if last else None,
     }

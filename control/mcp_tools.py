@@ -436,7 +436,10 @@ def format_read(path: str, offset: int, result: dict[str, Any]) -> ToolOutcome:
     """A read page as ``cat -n`` lines plus notes: changed-since-read, continue-at."""
     shown_path = result.get("path") or path
     total = int(result.get("total_lines", 0))
-    lines = str(result.get("text", "")).splitlines()
+    text = str(result.get("text", ""))
+    lines = text.split("\n")  # lines end with "\n" only, as the daemon counts them
+    if text.endswith("\n") or not text:
+        lines.pop()
     parts: list[str] = []
     if result.get("changed_since_last_read"):
         parts.append(_changed_note(shown_path, result))
@@ -510,7 +513,10 @@ def conflict_outcome(error: ConflictError, path: str | None, verb: str) -> ToolO
     refetch = "storage_download it again" if verb == "upload" else "read it again (storage_read)"
     redo = ("redo your local work on the new version, then upload again"
             if verb == "upload" else "redo your change on the current content, then retry")
-    if details.get("current_digest") is None and details.get("seen_digest") is not None:
+    if details.get("seen_absent"):
+        what = f"{name} was created{by} after you found it absent"
+        next_step = f"First {refetch} so that you see its content, then {redo}."
+    elif details.get("current_digest") is None and details.get("seen_digest") is not None:
         what = f"{name} was deleted{by} after you last read it"
         next_step = ("If you still want it, write it again with force=true; otherwise leave "
                      "it deleted.")

@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 ERROR_CODES = ("conflict", "permission_denied", "not_found", "invalid", "too_large", "internal")
 
 DIGEST_PATTERN = r"^[0-9a-f]{64}$"
+# what a connection last saw of a path: a digest, or "absent" (it saw no file there)
+EXPECT_PATTERN = r"^(?:[0-9a-f]{64}|absent)$"
 MAX_ARGS = 256
 MAX_ARG_LEN = 4096
 
@@ -76,9 +78,10 @@ class WriteRequest(_Request):
     )
     append: bool = False
     force: bool = False
-    # The version this connection last read or wrote (clients fill it in, never the
-    # model): two processes of one agent share its record, this tells them apart.
-    expect: str | None = Field(default=None, pattern=DIGEST_PATTERN)
+    # The version this connection last read or wrote, or "absent" when it saw no file
+    # there (clients fill it in, never the model): two processes of one agent share
+    # its record, this tells them apart.
+    expect: str | None = Field(default=None, pattern=EXPECT_PATTERN)
 
     @model_validator(mode="after")
     def _one_source(self) -> WriteRequest:
@@ -103,7 +106,7 @@ class DeleteRequest(_Request):
     op: Literal["delete"]
     path: str = Field(max_length=MAX_ARG_LEN)
     force: bool = False
-    expect: str | None = Field(default=None, pattern=DIGEST_PATTERN)
+    expect: str | None = Field(default=None, pattern=EXPECT_PATTERN)
 
 
 class SearchRequest(_Request):

@@ -62,15 +62,34 @@ class JailConfig(_Strict):
     sed_root: Path | None = None
 
 
+SEARCH_TOOLS = ("rg", "grep", "egrep", "fgrep", "rgrep", "zgrep", "ag", "ack", "ugrep", "ug",
+                "find", "fd", "fdfind", "sift", "pt")
+
+
+class ScansConfig(_Strict):
+    """Which opens through the mount are searches, not reads (see memfs/fuse/scans.py):
+    a search records nothing, so it never makes a stale write acceptable."""
+
+    # executables (base names) whose opens are never recorded as reads
+    tools: list[str] = Field(default_factory=lambda: list(SEARCH_TOOLS))
+    # a process opening more unread files than this within a second is a scan from
+    # then on (0: no such limit)
+    max_opens_per_second: int = Field(default=64, ge=0)
+
+
 class Config(_Strict):
     root: Path
     mount: Path = Path("/memory")
     socket: Path = Path("/run/memfs/control.sock")
     delegates: list[int] = Field(default_factory=list)  # uids that may act for any agent
     max_file_size: int = Field(default=16 * MiB, ge=1, le=1024 * MiB)
+    # seen records of deleted files are kept this long (a blind re-create by an agent
+    # that read the file is a conflict until then), then swept
+    seen_retention_days: float = Field(default=30.0, ge=0)
     stores: dict[str, StoreConfig] = Field(default_factory=dict)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     jail: JailConfig = Field(default_factory=JailConfig)
+    scans: ScansConfig = Field(default_factory=ScansConfig)
 
     @field_validator("root", "mount", "socket")
     @classmethod

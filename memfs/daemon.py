@@ -74,12 +74,14 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
     try:
         jail = await trio.to_thread.run_sync(start_jail, config)
         dispatcher = Dispatcher(engine, jail)
+        await sweep_seen_records(engine, first=True)
         listener = await open_listener(config.socket)
         async with trio.open_nursery() as nursery:
             if mount:
                 from memfs.fuse.mount import serve_mount
 
                 await nursery.start(serve_mount, engine, config.mount)
+            nursery.start_soon(sweep_seen_records, engine)
             server = ControlServer(dispatcher, max_line_bytes(config.max_file_size))
             await nursery.start(server.serve, listener)
             where = f"mount {config.mount}, " if mount else ""
@@ -99,6 +101,25 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
             if jail is not None:
                 jail.close()
             engine.close()
+
+
+SWEEP_INTERVAL = 6 * 3600.0
+
+
+async def sweep_seen_records(engine: Engine, *, first: bool = False) -> None:
+    """Remove stale seen records in a worker thread: once (``first``, before serving),
+    else every SWEEP_INTERVAL. A failure is logged and retried at the next round."""
+    while True:
+        if not first:
+            await trio.sleep(SWEEP_INTERVAL)
+        try:
+            removed = await trio.to_thread.run_sync(engine.sweep_seen)
+            if removed:
+                log.info("removed %d seen records of deleted files", removed)
+        except OSError as error:
+            log.warning("sweeping seen records failed: %s", error)
+        if first:
+            return
 
 
 def _sole_error(error: BaseException) -> BaseException:

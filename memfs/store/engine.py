@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import stat
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,9 +24,18 @@ from pathlib import Path
 
 from memfs.config import Config
 from memfs.store import backing
-from memfs.store.errors import Conflict, InvalidInput, NotFound, PermissionDenied, TooLarge
+from memfs.store.errors import (
+    ABSENT,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    TooLarge,
+)
 from memfs.store.globs import compile_glob, literal_store
+from memfs.store.pages import Page, read_page
 from memfs.store.paths import MemPath
+from memfs.store.planted import PlantedIndex
 from memfs.store.seen import SeenRecords
 from memfs.store.staging import Staged, Staging
 from memfs.store.versions import Version, version_of
@@ -52,10 +60,17 @@ class Pinned:
 
 @dataclass(frozen=True)
 class Committed:
+    """An accepted change: the new version's digest and size, and the digest of the
+    version it replaced (None: the file was created)."""
+
     path: MemPath
     digest: str
     size: int
-    created: bool
+    previous: str | None
+
+    @property
+    def created(self) -> bool:
+        return self.previous is None
 
 
 @dataclass(frozen=True)
@@ -104,10 +119,12 @@ class Engine:
         self.seen = SeenRecords(state / "seen")
         self._store_fds: dict[str, int] = {}
         self._locks: dict[str, _StoreLock] = {}
+        self._planted: dict[str, PlantedIndex] = {}
         for store in config.stores:
             (stores_dir / store).mkdir(mode=backing.DIR_MODE, exist_ok=True)
             self._store_fds[store] = os.open(stores_dir / store, backing.DIR_FLAGS)
             self._locks[store] = _StoreLock(state / "locks" / f"{store}.lock")
+            self._planted[store] = PlantedIndex(self._store_fds[store])
         self._staging = Staging(state / "staging")
         self.commit_listeners: list[Callable[[MemPath], None]] = []
 
@@ -148,6 +165,29 @@ class Engine:
     def store_fd(self, store: str) -> int:
         return self._store_fds[store]
 
+    def sweep_seen(self) -> int:
+        """Remove seen records of files that no longer exist, once they are older than
+        ``seen_retention_days``; returns how many (see memfs/store/seen.py)."""
+
+        def exists(store: str, rel: str) -> bool | None:
+            if store not in self._store_fds:
+                return False
+            try:
+                fd = backing.open_beneath(self._store_fds[store], tuple(rel.split("/")))
+            except (InvalidInput, OSError):
+                return None
+            if fd is None:
+                return False
+            os.close(fd)
+            return True
+
+        return self.seen.sweep(exists, self.config.seen_retention_days * 86400)
+
+    def planted(self, store: str) -> list[str]:
+        """Paths in ``store`` that memfs never shows (see memfs/store/planted.py), for
+        the jailed search to skip. Raises InvalidInput when there are absurdly many."""
+        return self._planted[store].planted()
+
     def check_access(self, agent: str, store: str, *, write: bool = False) -> None:
         """Raise PermissionDenied unless ``agent`` may read (or write) ``store``."""
         access = self.config.access(agent, store)
@@ -169,43 +209,67 @@ class Engine:
             return None
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise InvalidInput(f"{path} is not a regular file")
+            if not backing.is_kept(st):
+                raise InvalidInput(f"{path} {backing.not_kept_reason(st)}")
         except BaseException:
             os.close(fd)
             raise
         return fd, st
 
-    def open_version(self, agent: str, path: MemPath, *, record: bool = True) -> Pinned:
+    def open_version(self, agent: str, path: MemPath, *, record: bool = True,
+                     absent: bool = False, is_scan: Callable[[], bool] | None = None,
+                     ) -> Pinned:
         """Pin the current version of a file and (with ``record``) record its digest
         as seen by ``agent``. The caller owns ``Pinned.fd`` and must close it.
+        ``is_scan`` is asked only when recording would change the agent's record;
+        True means the opener is searching, not reading: nothing is recorded.
+        ``absent``: observing that the file does not exist counts as a read too (it
+        records ABSENT over a digest the agent saw before, so that it may create the
+        file again), done by reads and stats, never by scans.
 
         Raises PermissionDenied, NotFound, InvalidInput (symlink, directory, special).
         """
         self.check_access(agent, path.store)
         opened = self._open_current(path)
         if opened is None:
+            if absent:
+                self._saw_absent(agent, path)
             raise NotFound(f"{path} does not exist")
         fd, st = opened
         try:
             version = version_of(fd, st, remember=True)
             previous = self.seen.get(agent, path)
-            if record and previous != version.digest:
+            if record and previous != version.digest and not (is_scan and is_scan()):
                 self.seen.put(agent, path, version.digest)
         except BaseException:
             os.close(fd)
             raise
-        return Pinned(fd, version, previous, st)
+        return Pinned(fd, version, None if previous == ABSENT else previous, st)
+
+    def _saw_absent(self, agent: str, path: MemPath) -> None:
+        seen = self.seen.get(agent, path)
+        if seen is not None and seen != ABSENT:
+            self.seen.put(agent, path, ABSENT)
 
     def read_bytes(self, agent: str, path: MemPath) -> tuple[bytes, Pinned]:
-        """The whole content of the current version, recorded as seen."""
-        pinned = self.open_version(agent, path)
+        """The whole content of the current version, recorded as seen (its absence
+        too)."""
+        pinned = self.open_version(agent, path, absent=True)
         with backing.closing_fd(pinned.fd):
             return _read_all(pinned.fd, pinned.version.size), pinned
 
+    def read_page(self, agent: str, path: MemPath, offset: int,
+                  limit: int | None) -> tuple[Page, Pinned]:
+        """Lines ``[offset, offset + limit)`` of the current version, which is recorded
+        as seen (its absence too); memory bounded by the page (memfs/store/pages.py)."""
+        pinned = self.open_version(agent, path, absent=True)
+        with backing.closing_fd(pinned.fd):
+            return read_page(pinned.fd, offset, limit), pinned
+
     def info(self, agent: str, path: MemPath) -> FileInfo:
-        """Digest, size and last writer of the current version; records nothing."""
-        pinned = self.open_version(agent, path, record=False)
+        """Digest, size and last writer of the current version; records nothing but
+        the file's absence."""
+        pinned = self.open_version(agent, path, record=False, absent=True)
         os.close(pinned.fd)
         version = pinned.version
         return FileInfo(path, version.digest, version.size, pinned.previous,
@@ -249,9 +313,10 @@ class Engine:
         """Replace (or create) the file with ``data``, or append ``data`` to it.
 
         Replace is accepted only if the agent's seen digest equals the current one, or
-        the file does not exist and the agent never saw a version of it, or ``force``;
-        otherwise Conflict. ``expected``, when given, is the version the caller's own
-        connection last saw, and must be current too: it tells apart two processes of
+        the file does not exist and the agent's record does not say it saw a version
+        (no record, or ABSENT), or ``force``; otherwise Conflict. ``expected``, when
+        given, is what the caller's own connection last saw (a digest, or ABSENT: "I
+        saw no file here"), and must be current too: it tells apart two processes of
         one agent, which share the agent's record. Append needs no prior read and
         never loses data. Raises PermissionDenied, InvalidInput, TooLarge, Conflict.
         """
@@ -276,11 +341,8 @@ class Engine:
         with backing.closing_fd(fd):
             base = version_of(fd, st)
             data = _read_all(fd, base.size)
-        seen = self.seen.get(agent, path)
         if not force:
-            for known in (seen, expected) if expected is not None else (seen,):
-                if known != base.digest:
-                    raise Conflict(str(path), base.digest, known, base.last_write)
+            self._check(agent, path, base, expected)
         new = transform(data)
         self._check_size(len(new))
         with self._staging.stage(new, agent) as staged:
@@ -298,9 +360,7 @@ class Engine:
                 if current is None:
                     raise NotFound(f"{path} does not exist")
                 if not force:
-                    if expected is not None and current.digest != expected:
-                        raise Conflict(str(path), current.digest, expected, current.last_write)
-                    self._check_seen(agent, path, current)
+                    self._check(agent, path, current, expected)
                 os.unlink(path.parts[-1], dir_fd=parent)
                 self.seen.forget(agent, path)
             os.fsync(parent)
@@ -318,14 +378,19 @@ class Engine:
         except FileNotFoundError:
             raise NotFound(f"{path} does not exist") from None
 
-    def _check_seen(self, agent: str, path: MemPath, current: Version | None) -> None:
-        """Raise Conflict unless the agent's record allows replacing ``current``."""
+    def _check(self, agent: str, path: MemPath, current: Version | None,
+               expected: str | None) -> None:
+        """Raise Conflict unless the agent's record, and ``expected`` when given, allow
+        replacing ``current`` (None: no file). The record allows it when it is the
+        current digest, or when there is no file and the record says no version was
+        seen (None or ABSENT); ``expected`` must name exactly what is there."""
         seen = self.seen.get(agent, path)
-        if current is None:
-            if seen is not None:  # it saw a version that someone deleted since
-                raise Conflict(str(path), None, seen, None)
-        elif seen != current.digest:
-            raise Conflict(str(path), current.digest, seen, current.last_write)
+        now = ABSENT if current is None else current.digest
+        record_ok = seen == now or (current is None and seen is None)
+        if not record_ok or (expected is not None and expected != now):
+            failed = seen if not record_ok else expected
+            raise Conflict(str(path), None if current is None else current.digest, failed,
+                           None if current is None else current.last_write, agent)
 
     def _commit(self, agent: str, path: MemPath, staged: Staged, *, base: str | None,
                 force: bool) -> Committed:
@@ -335,19 +400,15 @@ class Engine:
             with self._locks[path.store].held():
                 current = _version_at(parent, name)
                 if not force:
-                    if base is not None and (current is None or current.digest != base):
-                        seen = self.seen.get(agent, path)
-                        if current is None:
-                            raise Conflict(str(path), None, seen, None)
-                        raise Conflict(str(path), current.digest, seen, current.last_write)
-                    self._check_seen(agent, path, current)
+                    self._check(agent, path, current, base)
                 staged.move_to(parent, name)
                 self.seen.put(agent, path, staged.digest)
             # Outside the lock: other commits proceed while this one becomes durable;
             # the caller is answered only after the directory entry is on disk.
             os.fsync(parent)
         self._notify(path)
-        return Committed(path, staged.digest, staged.size, created=current is None)
+        return Committed(path, staged.digest, staged.size,
+                         None if current is None else current.digest)
 
     def _append(self, agent: str, path: MemPath, data: bytes) -> Committed:
         parent = self._parent(path, create=True)
@@ -364,7 +425,7 @@ class Engine:
                     self.seen.put(agent, path, staged.digest)
             os.fsync(parent)
         self._notify(path)
-        return Committed(path, staged.digest, staged.size, created=old is None)
+        return Committed(path, staged.digest, staged.size, None if old is None else old.digest)
 
     def _notify(self, path: MemPath) -> None:
         for listener in self.commit_listeners:

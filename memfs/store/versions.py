@@ -37,10 +37,11 @@ from dataclasses import dataclass
 import blake3
 
 from memfs.store.errors import LastWrite
+from memfs.store.lru import LRU
 
 XATTR = "user.memfs.version"
 CHUNK = 1024 * 1024
-REMEMBERED = 65536  # versions kept by identity (see the module docstring)
+REMEMBERED = 65536  # versions kept by identity, least recently used forgotten first
 # _IOR('v', 1, long): the inode generation (ext4, xfs, btrfs, tmpfs, ...)
 FS_IOC_GETVERSION = (2 << 30) | (struct.calcsize("l") << 16) | (ord("v") << 8) | 1
 _GENERATION_ARG = bytes(struct.calcsize("l"))
@@ -100,7 +101,7 @@ def _parse_record(raw: bytes) -> _Record | None:
 # (st_dev, st_ino, generation, st_size, st_mtime_ns, st_ctime_ns) -> the Version its
 # record gave (see the module docstring)
 _Key = tuple[int, int, bytes, int, int, int]
-_remembered: dict[_Key, Version] = {}
+_remembered: LRU[_Key, Version] = LRU(REMEMBERED)
 
 
 def version_of(fd: int, st: os.stat_result | None = None, *,
@@ -132,9 +133,7 @@ def version_of(fd: int, st: os.stat_result | None = None, *,
     if record is not None and record[1] == st.st_size and record[2] == st.st_mtime_ns:
         version = Version(record[0], st.st_size, LastWrite(record[3], record[4]))
         if key is not None:
-            if len(_remembered) >= REMEMBERED:
-                _remembered.clear()
-            _remembered[key] = version
+            _remembered.put(key, version)
         return version
     digest = digest_fd(fd)
     # Remember it for next time; the file keeps its mtime, so the record stays valid.

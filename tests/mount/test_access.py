@@ -224,10 +224,18 @@ def test_planted_specials_are_hidden_and_never_block(mounted: Mounted) -> None:
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(store / "sock"))
     sock.close()
+    # hard links planted by root: to a file of another store and to a root-only file
+    (mounted.backing("ops") / "linked.md").write_bytes(b"OPS-ONLY-CONTENT\n")
+    private = mounted.base / "root-only"
+    private.write_bytes(b"ROOT-ONLY-CONTENT\n")
+    private.chmod(0o600)
+    os.link(mounted.backing("ops") / "linked.md", store / "ops-hardlink")
+    os.link(private, store / "private-hardlink")
     try:
         listing = probe(UID_C, [["listdir", mounted.path("notes/planted")]])
         assert listing == [{"ok": ["real.md"]}]
-        names = ["passwd-link", "ops-link", "state-link", "fifo", "null", "sock"]
+        names = ["passwd-link", "ops-link", "state-link", "fifo", "null", "sock",
+                 "ops-hardlink", "private-hardlink"]
         results = probe(UID_C, [["read", mounted.path(f"notes/planted/{n}")] for n in names])
         assert results == [{"errno": "ENOENT"}] * len(names)
         # real tools: nothing outside the store, nothing blocks (run_as has a timeout)
@@ -236,6 +244,9 @@ def test_planted_specials_are_hidden_and_never_block(mounted: Mounted) -> None:
                                                  mounted.path("notes/planted/real.md")]
         done = run_as(UID_C, [RG, "-L", "root:", mounted.path("notes")], timeout=20)
         assert done.returncode == 1 and b"root:" not in done.stdout
+        done = run_as(UID_C, [RG, "-uuu", "ONLY-CONTENT", mounted.path("notes")], timeout=20)
+        assert done.returncode == 1 and done.stdout == b""
+        assert "user.memfs.version" not in os.listxattr(private)  # never stamped
         done = run_as(UID_C, ["cat", mounted.path("notes/planted/fifo")], timeout=20)
         assert done.returncode == 1
         done = run_as(UID_C, ["ls", "-R", str(mounted.mount)], timeout=20)
@@ -245,6 +256,7 @@ def test_planted_specials_are_hidden_and_never_block(mounted: Mounted) -> None:
                 {"errno": "ENOENT"}], hidden
     finally:
         shutil.rmtree(store)
+        (mounted.backing("ops") / "linked.md").unlink()
 
 
 def test_dotdot_never_leaves_the_mount(mounted: Mounted) -> None:
