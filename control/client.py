@@ -19,6 +19,8 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs startu
 if TYPE_CHECKING:
     from typing import Any
 
+    Records = list[dict[str, Any]]  # `list` is also a method name inside Client
+
 DEFAULT_SOCKET = "/run/memfs/control.sock"
 ABSENT = "absent"  # an expectation meaning "this connection saw no file here"
 StrList = list[str]  # `list` is also a method name inside Client
@@ -229,3 +231,31 @@ class Client:
 
     def search(self, args: StrList) -> dict[str, Any]:
         return self.call("search", args=[*args])
+
+    # -- history -------------------------------------------------------------------
+
+    def log(self, target: str | None = None, *, limit: int = 20, since: str | None = None,
+            author: str | None = None, patch: bool = False) -> Records:
+        """Changes newest first, of a file, folder or store (``target``) or of every
+        store this agent reads."""
+        entries: Records = self.call(
+            "log", path=target, limit=limit, since=since, author=author, patch=patch)["entries"]
+        return entries
+
+    def show(self, path: str, rev: str, offset: int = 1,
+             limit: int | None = None) -> dict[str, Any]:
+        """Text lines of ``path`` as it was at ``rev`` (paged like ``read``)."""
+        return self.call("show", path=path, rev=rev, offset=offset, limit=limit)
+
+    def show_bytes(self, path: str, rev: str) -> tuple[bytes, dict[str, Any]]:
+        result = self.call("show", path=path, rev=rev, encoding="base64")
+        return binascii.a2b_base64(result.pop("content_b64")), result
+
+    def diff(self, path: str, rev: str | None = None) -> dict[str, Any]:
+        """A unified diff: ``rev`` None = since this agent last saw the file; ``REV`` =
+        from REV to now; ``REV..REV``."""
+        return self.call("diff", path=path, rev=rev)
+
+    def restore(self, path: str, rev: str, *, force: bool = False) -> dict[str, Any]:
+        """Write the content ``path`` had at ``rev`` back (version-checked)."""
+        return self._versioned("restore", path, force, rev=rev)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from control import protocol as p
+from control.ops_history import HistoryRequests
 from jail import Jail
 from jail.errors import StoreNotReadable
 from memfs.store.engine import Engine, Pinned
@@ -52,7 +53,7 @@ def _jail_codes() -> list[tuple[type[BaseException], str]]:
     ]
 
 
-class Dispatcher:
+class Dispatcher(HistoryRequests):
     def __init__(self, engine: Engine, tools: Jail | None = None) -> None:
         self.engine = engine
         self.tools = tools
@@ -60,13 +61,19 @@ class Dispatcher:
         self._ops: dict[str, Callable[[str, Any], dict[str, Any]]] = {
             "list": self._list, "read": self._read, "stat": self._stat, "write": self._write,
             "delete": self._delete, "search": self._search, "whoami": self._whoami,
+            "log": self._log, "show": self._show, "diff": self._diff, "restore": self._restore,
         }
+
+    def execute(self, agent: str, request: p.Request) -> dict[str, Any]:
+        """Carry out ``request`` for ``agent`` (already identified by the transport);
+        returns the result, raises the engine's and the jail's exceptions."""
+        return self._ops[request.op](agent, request)
 
     def handle(self, uid: int, request: p.Request) -> bytes:
         """The encoded reply to ``request`` from ``uid``; never raises."""
         try:
             agent = self.engine.agent_for(uid, request.as_agent)
-            return p.encode_ok(request.id, self._ops[request.op](agent, request))
+            return p.encode_ok(request.id, self.execute(agent, request))
         except p.ProtocolError as error:
             return p.encode_error(request.id, error.code, error.message)
         except Conflict as error:
@@ -80,6 +87,9 @@ class Dispatcher:
 
     def _path(self, raw: str) -> MemPath:
         return parse_path(raw, mount=str(self.engine.config.mount))
+
+    def _store_or_path(self, raw: str) -> MemPath:
+        return parse_path(raw, allow_store_only=True, mount=str(self.engine.config.mount))
 
     # -- operations ---------------------------------------------------------------
 
@@ -129,12 +139,12 @@ class Dispatcher:
             )
         return {"path": str(committed.path), "digest": committed.digest,
                 "size": committed.size, "created": committed.created,
-                "previous_digest": committed.previous}
+                "previous_digest": committed.previous, "commit": committed.commit}
 
     def _delete(self, agent: str, request: p.DeleteRequest) -> dict[str, Any]:
         path = self._path(request.path)
-        self.engine.delete(agent, path, force=request.force, expected=request.expect)
-        return {"path": str(path), "deleted": True}
+        committed = self.engine.delete(agent, path, force=request.force, expected=request.expect)
+        return {"path": str(path), "deleted": True, "commit": committed.commit}
 
     def _search(self, agent: str, request: p.SearchRequest) -> dict[str, Any]:
         tools = self._require_tools()

@@ -40,13 +40,20 @@ class _Strict(BaseModel):
 
 
 class StoreConfig(_Strict):
-    """A store: a named folder of files. No options yet; the table marks it defined."""
+    """A store: a named folder of files."""
 
     description: str = ""
+    # every accepted change is a git commit in ROOT/state/history/STORE.git; off for
+    # stores that must not keep old content
+    history: bool = True
+    # holds sessions/, tasks/ and decisions/, written only by their operations
+    structured: bool = False
 
 
 class AgentConfig(_Strict):
     uid: int = Field(ge=0, lt=2**32 - 1)
+    # the author email of this agent's history commits (default AGENT@memfs.invalid)
+    email: str | None = Field(default=None, max_length=254, pattern=r"^[^<>\s]+$")
     # store name -> access; stores not listed are invisible to the agent
     stores: dict[str, Access] = Field(default_factory=dict)
 

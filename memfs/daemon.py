@@ -74,6 +74,7 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
     try:
         jail = await trio.to_thread.run_sync(start_jail, config)
         dispatcher = Dispatcher(engine, jail)
+        await trio.to_thread.run_sync(engine.recover)
         await sweep_seen_records(engine, first=True)
         listener = await open_listener(config.socket)
         async with trio.open_nursery() as nursery:
@@ -82,6 +83,7 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
 
                 await nursery.start(serve_mount, engine, config.mount)
             nursery.start_soon(sweep_seen_records, engine)
+            nursery.start_soon(maintain_history, engine)
             server = ControlServer(dispatcher, max_line_bytes(config.max_file_size))
             await nursery.start(server.serve, listener)
             where = f"mount {config.mount}, " if mount else ""
@@ -120,6 +122,21 @@ async def sweep_seen_records(engine: Engine, *, first: bool = False) -> None:
             log.warning("sweeping seen records failed: %s", error)
         if first:
             return
+
+
+HISTORY_SYNC_INTERVAL = 1.0
+
+
+async def maintain_history(engine: Engine) -> None:
+    """Every second, in a worker thread: make recent history commits durable and pack
+    loose objects when there are many (see memfs/store/history.py). A failure is
+    logged, never fatal: the files are the source of truth."""
+    while True:
+        await trio.sleep(HISTORY_SYNC_INTERVAL)
+        try:
+            await trio.to_thread.run_sync(engine.maintain)
+        except Exception as error:  # pygit2 raises several kinds; the daemon must live on
+            log.warning("history maintenance failed: %s", error)
 
 
 def _sole_error(error: BaseException) -> BaseException:

@@ -56,6 +56,18 @@ def closing_fd(fd: int) -> Iterator[int]:
         os.close(fd)
 
 
+def read_all(fd: int, size: int) -> bytes:
+    """Every byte behind ``fd`` (pread from 0; ``size`` is the expected size)."""
+    chunks: list[bytes] = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, max(size - offset, 65536), offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
 def open_dir(parent_fd: int, name: str) -> int:
     """Open directory ``name`` under ``parent_fd`` without following symlinks.
 
@@ -199,6 +211,23 @@ def open_beneath(store_fd: int, parts: tuple[str, ...]) -> int | None:
         return None
     with closing_fd(parent):
         return open_regular(parent, parts[-1])
+
+
+def open_kept(store_fd: int, parts: tuple[str, ...]) -> tuple[int, os.stat_result] | None:
+    """fd and fstat of STORE/PARTS if it is a file memfs keeps (`is_kept`); None if it
+    does not exist. Raises InvalidInput for a symlink on the way, a component that is
+    not a directory, or a file memfs does not keep. The caller closes the fd."""
+    fd = open_beneath(store_fd, parts)
+    if fd is None:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not is_kept(st):
+            raise InvalidInput(f"{'/'.join(parts)!r} {not_kept_reason(st)}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
 
 
 @dataclass(frozen=True)

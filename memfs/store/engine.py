@@ -2,28 +2,32 @@
 
 Layout under ROOT::
 
-    stores/STORE/...            the content, exactly the files agents see
-    state/seen/AGENT/STORE/...  digest each agent last read or wrote (seen.py)
-    state/staging/DAEMON/       new bytes before they are renamed into place
-    state/locks/STORE.lock      flock'd by the daemon committing to STORE
+    stores/STORE/...             the content, exactly the files agents see
+    state/seen/AGENT/STORE/...   digest each agent last read or wrote (seen.py)
+    state/staging/DAEMON/        new bytes before they are renamed into place
+    state/locks/STORE.lock       flock'd by the daemon committing to STORE
+    state/history/STORE.git      the store's git history (history.py)
 
 The engine is synchronous and thread-safe: the daemon calls it from trio worker
 threads. Several engines (daemons) may share one ROOT: the store lock is an flock on
-a shared file and every decision reads the shared on-disk state.
+a shared file and every decision reads the shared on-disk state. Every accepted change
+lands through one step under the store lock (commits.py): renames, the writer's seen
+records, one history commit.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pygit2
+
 from memfs.config import Config
 from memfs.store import backing
+from memfs.store.commits import Landing, Store
 from memfs.store.errors import (
     ABSENT,
     Conflict,
@@ -33,9 +37,10 @@ from memfs.store.errors import (
     TooLarge,
 )
 from memfs.store.globs import compile_glob, literal_store
+from memfs.store.history import StoreHistory
+from memfs.store.history_ops import HistoryOps
 from memfs.store.pages import Page, read_page
 from memfs.store.paths import MemPath
-from memfs.store.planted import PlantedIndex
 from memfs.store.seen import SeenRecords
 from memfs.store.staging import Staged, Staging
 from memfs.store.versions import Version, version_of
@@ -60,13 +65,15 @@ class Pinned:
 
 @dataclass(frozen=True)
 class Committed:
-    """An accepted change: the new version's digest and size, and the digest of the
-    version it replaced (None: the file was created)."""
+    """An accepted change: the new version's digest and size, the digest of the
+    version it replaced (None: the file was created), and its history commit (None:
+    the store keeps no history)."""
 
     path: MemPath
     digest: str
     size: int
     previous: str | None
+    commit: str | None = None
 
     @property
     def created(self) -> bool:
@@ -83,29 +90,7 @@ class FileInfo:
     last_written_at: float | None
 
 
-class _StoreLock:
-    """Exclusive per-store lock: a thread lock for this process plus an flock on a
-    shared file for other daemons on the root. Held only inside engine calls, so a
-    client that vanishes can never strand it."""
-
-    def __init__(self, path: Path) -> None:
-        self._thread_lock = threading.Lock()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        with self._thread_lock:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-
-class Engine:
+class Engine(HistoryOps):
     def __init__(self, config: Config) -> None:
         self.config = config
         self.root = config.root
@@ -117,24 +102,38 @@ class Engine:
         stores_dir = self.root / "stores"
         stores_dir.mkdir(mode=backing.DIR_MODE, exist_ok=True)
         self.seen = SeenRecords(state / "seen")
-        self._store_fds: dict[str, int] = {}
-        self._locks: dict[str, _StoreLock] = {}
-        self._planted: dict[str, PlantedIndex] = {}
-        for store in config.stores:
-            (stores_dir / store).mkdir(mode=backing.DIR_MODE, exist_ok=True)
-            self._store_fds[store] = os.open(stores_dir / store, backing.DIR_FLAGS)
-            self._locks[store] = _StoreLock(state / "locks" / f"{store}.lock")
-            self._planted[store] = PlantedIndex(self._store_fds[store])
+        self._stores: dict[str, Store] = {}
+        for name, spec in config.stores.items():
+            history = state / "history" / f"{name}.git" if spec.history else None
+            self._stores[name] = Store(name, stores_dir / name, state / "locks" / f"{name}.lock",
+                                       history, self.seen)
         self._staging = Staging(state / "staging")
         self.commit_listeners: list[Callable[[MemPath], None]] = []
 
     def close(self) -> None:
-        for fd in self._store_fds.values():
-            os.close(fd)
-        for lock in self._locks.values():
-            lock.close()
+        for store in self._stores.values():
+            store.close()
         self._staging.close()
-        self._store_fds.clear()
+        self._stores.clear()
+
+    def recover(self) -> dict[str, list[str]]:
+        """At start-up: per store, under its lock, finish a change a crashed daemon
+        left half done and record in history what differs from the files (see
+        memfs/store/commits.py). Returns the paths recorded, by store."""
+        recorded = {}
+        for name, store in self._stores.items():
+            with store.locked():
+                recorded[name] = store.recover()
+        return recorded
+
+    def maintain(self) -> None:
+        """Make recent history commits durable, and pack loose objects when many
+        (the daemon calls it every second in a worker thread)."""
+        for store in self._stores.values():
+            if store.history is not None:
+                store.history.sync()
+                if store.history.needs_pack():
+                    store.history.pack()
 
     # -- identity and access ----------------------------------------------------
 
@@ -163,17 +162,17 @@ class Engine:
         return self.root / "stores" / store
 
     def store_fd(self, store: str) -> int:
-        return self._store_fds[store]
+        return self._stores[store].fd
 
     def sweep_seen(self) -> int:
         """Remove seen records of files that no longer exist, once they are older than
         ``seen_retention_days``; returns how many (see memfs/store/seen.py)."""
 
         def exists(store: str, rel: str) -> bool | None:
-            if store not in self._store_fds:
+            if store not in self._stores:
                 return False
             try:
-                fd = backing.open_beneath(self._store_fds[store], tuple(rel.split("/")))
+                fd = backing.open_beneath(self._stores[store].fd, tuple(rel.split("/")))
             except (InvalidInput, OSError):
                 return None
             if fd is None:
@@ -186,7 +185,7 @@ class Engine:
     def planted(self, store: str) -> list[str]:
         """Paths in ``store`` that memfs never shows (see memfs/store/planted.py), for
         the jailed search to skip. Raises InvalidInput when there are absurdly many."""
-        return self._planted[store].planted()
+        return self._stores[store].planted.planted()
 
     def check_access(self, agent: str, store: str, *, write: bool = False) -> None:
         """Raise PermissionDenied unless ``agent`` may read (or write) ``store``."""
@@ -200,21 +199,8 @@ class Engine:
 
     def _open_current(self, path: MemPath) -> tuple[int, os.stat_result] | None:
         """fd and fstat of the file's current version, or None if it does not exist.
-
-        Raises InvalidInput when a component is a symlink or not a directory, or the
-        file is not a regular file.
-        """
-        fd = backing.open_beneath(self._store_fds[path.store], path.parts)
-        if fd is None:
-            return None
-        try:
-            st = os.fstat(fd)
-            if not backing.is_kept(st):
-                raise InvalidInput(f"{path} {backing.not_kept_reason(st)}")
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd, st
+        Raises InvalidInput (a symlink on the way, not a file memfs keeps)."""
+        return backing.open_kept(self._stores[path.store].fd, path.parts)
 
     def open_version(self, agent: str, path: MemPath, *, record: bool = True,
                      absent: bool = False, is_scan: Callable[[], bool] | None = None,
@@ -256,7 +242,7 @@ class Engine:
         too)."""
         pinned = self.open_version(agent, path, absent=True)
         with backing.closing_fd(pinned.fd):
-            return _read_all(pinned.fd, pinned.version.size), pinned
+            return backing.read_all(pinned.fd, pinned.version.size), pinned
 
     def read_page(self, agent: str, path: MemPath, offset: int,
                   limit: int | None) -> tuple[Page, Pinned]:
@@ -274,6 +260,18 @@ class Engine:
         version = pinned.version
         return FileInfo(path, version.digest, version.size, pinned.previous,
                         version.last_write.agent, version.last_write.at)
+
+    def current_bytes(self, path: MemPath) -> bytes | None:
+        """The current content (no access check, no record); None if missing."""
+        opened = self._open_current(path)
+        if opened is None:
+            return None
+        fd, st = opened
+        with backing.closing_fd(fd):
+            return backing.read_all(fd, st.st_size)
+
+    def _store_history(self, store: str) -> StoreHistory | None:
+        return self._stores[store].history
 
     def current_digest(self, path: MemPath) -> str | None:
         """Digest of what a read would return now (no access check, no record)."""
@@ -298,7 +296,7 @@ class Engine:
                     raise PermissionDenied(f"agent {agent!r} is not attached to store {limit!r}")
                 raise NotFound(f"no store named {limit!r}")
             for store in [limit] if limit else stores:
-                for entry in backing.walk_files(self._store_fds[store]):
+                for entry in backing.walk_files(self._stores[store].fd):
                     name = f"{store}/{entry.rel}"
                     if not name.isprintable() or _undecodable(name):
                         continue  # cannot be named in a request; the mount still shows it
@@ -324,8 +322,10 @@ class Engine:
         self._check_size(len(data))
         if append:
             return self._append(agent, path, data)
-        with self._staging.stage(data, agent) as staged:
-            return self._commit(agent, path, staged, base=expected, force=force)
+        blob = self._stores[path.store].blob(data)
+        with self._staging.stage(data, agent, _hex(blob)) as staged:
+            return self._replace(agent, path, staged, blob, expected=expected, force=force,
+                                 op="write")
 
     def edit(self, agent: str, path: MemPath, transform: Callable[[bytes], bytes], *,
              force: bool = False, expected: str | None = None) -> Committed:
@@ -340,31 +340,52 @@ class Engine:
         fd, st = opened
         with backing.closing_fd(fd):
             base = version_of(fd, st)
-            data = _read_all(fd, base.size)
+            data = backing.read_all(fd, base.size)
         if not force:
             self._check(agent, path, base, expected)
         new = transform(data)
         self._check_size(len(new))
-        with self._staging.stage(new, agent) as staged:
-            return self._commit(agent, path, staged, base=base.digest, force=force)
+        blob = self._stores[path.store].blob(new)
+        with self._staging.stage(new, agent, _hex(blob)) as staged:
+            return self._replace(agent, path, staged, blob, expected=base.digest, force=force,
+                                 op="edit")
+
+    def restore(self, agent: str, path: MemPath, rev: str, *, force: bool = False,
+                expected: str | None = None) -> Committed:
+        """Write the content ``path`` had at ``rev`` back, as a new commit naming that
+        revision: an ordinary version-checked replace (``expected`` too). Restoring a
+        deleted file recreates it (nothing is overwritten). Raises PermissionDenied,
+        NotFound (no history, no such revision, no such file then), InvalidInput,
+        Conflict."""
+        self.check_access(agent, path.store, write=True)
+        commit, data = self.version_at(agent, path, rev)
+        self._check_size(len(data))
+        blob = self._stores[path.store].blob(data)
+        with self._staging.stage(data, agent, _hex(blob)) as staged:
+            return self._replace(agent, path, staged, blob, expected=expected, force=force,
+                                 op="restore", summary=f"restore {path} to {commit[:7]}",
+                                 create_freely=True)
 
     def delete(self, agent: str, path: MemPath, *, force: bool = False,
-               expected: str | None = None) -> None:
+               expected: str | None = None) -> Committed:
         """Remove the file; version-checked like a replace (``expected`` too).
         Raises NotFound, Conflict."""
         self.check_access(agent, path.store, write=True)
+        store = self._stores[path.store]
         parent = self._parent(path, create=False)
         with backing.closing_fd(parent):
-            with self._locks[path.store].held():
+            with store.locked():
                 current = _version_at(parent, path.parts[-1])
                 if current is None:
                     raise NotFound(f"{path} does not exist")
                 if not force:
                     self._check(agent, path, current, expected)
-                os.unlink(path.parts[-1], dir_fd=parent)
-                self.seen.forget(agent, path)
+                commit = store.land(agent, self._email(agent),
+                                    [Landing(path, parent, None, record=False, forget=True)],
+                                    op="delete", summary=f"delete {path}", forced=force)
             os.fsync(parent)
         self._notify(path)
+        return Committed(path, current.digest, 0, current.digest, commit)
 
     # -- commit machinery ------------------------------------------------------------
 
@@ -372,9 +393,14 @@ class Engine:
         if size > self.config.max_file_size:
             raise TooLarge(f"content is {size} bytes; the limit is {self.config.max_file_size}")
 
+    def _email(self, agent: str) -> str:
+        spec = self.config.agents.get(agent)
+        return (spec.email if spec is not None and spec.email else None) or \
+            f"{agent}@memfs.invalid"
+
     def _parent(self, path: MemPath, *, create: bool) -> int:
         try:
-            return backing.walk_parent(self._store_fds[path.store], path.parts, create=create)
+            return backing.walk_parent(self._stores[path.store].fd, path.parts, create=create)
         except FileNotFoundError:
             raise NotFound(f"{path} does not exist") from None
 
@@ -392,40 +418,50 @@ class Engine:
             raise Conflict(str(path), None if current is None else current.digest, failed,
                            None if current is None else current.last_write, agent)
 
-    def _commit(self, agent: str, path: MemPath, staged: Staged, *, base: str | None,
-                force: bool) -> Committed:
+    def _replace(self, agent: str, path: MemPath, staged: Staged, blob: pygit2.Oid | None, *,
+                 expected: str | None, force: bool, op: str, summary: str | None = None,
+                 create_freely: bool = False) -> Committed:
+        """Land ``staged`` as the new version of ``path`` if the version check allows
+        it (``create_freely``: creating a missing file needs no check)."""
+        store = self._stores[path.store]
         parent = self._parent(path, create=True)
         name = path.parts[-1]
         with backing.closing_fd(parent):
-            with self._locks[path.store].held():
+            with store.locked():
                 current = _version_at(parent, name)
-                if not force:
-                    self._check(agent, path, current, base)
-                staged.move_to(parent, name)
-                self.seen.put(agent, path, staged.digest)
+                if not force and not (create_freely and current is None):
+                    self._check(agent, path, current, expected)
+                commit = store.land(agent, self._email(agent),
+                                    [Landing(path, parent, staged, blob)],
+                                    op=op, summary=summary or f"{op} {path}", forced=force)
             # Outside the lock: other commits proceed while this one becomes durable;
             # the caller is answered only after the directory entry is on disk.
             os.fsync(parent)
         self._notify(path)
         return Committed(path, staged.digest, staged.size,
-                         None if current is None else current.digest)
+                         None if current is None else current.digest, commit)
 
     def _append(self, agent: str, path: MemPath, data: bytes) -> Committed:
+        store = self._stores[path.store]
         parent = self._parent(path, create=True)
         name = path.parts[-1]
         with backing.closing_fd(parent):
             # Under the lock from read to rename, so no concurrent append is lost.
-            with self._locks[path.store].held():
+            with store.locked():
                 old, old_bytes = _read_version_at(parent, name)
                 self._check_size(len(old_bytes) + len(data))
-                with self._staging.stage(old_bytes + data, agent) as staged:
-                    staged.move_to(parent, name)
+                new = old_bytes + data
+                blob = store.blob(new)
                 # The appender knows the whole new file only if it had the old one.
-                if old is None or self.seen.get(agent, path) == old.digest:
-                    self.seen.put(agent, path, staged.digest)
+                knew = old is None or self.seen.get(agent, path) == old.digest
+                with self._staging.stage(new, agent, _hex(blob)) as staged:
+                    commit = store.land(agent, self._email(agent),
+                                        [Landing(path, parent, staged, blob, record=knew)],
+                                        op="append", summary=f"append {path}")
             os.fsync(parent)
         self._notify(path)
-        return Committed(path, staged.digest, staged.size, None if old is None else old.digest)
+        return Committed(path, staged.digest, staged.size,
+                         None if old is None else old.digest, commit)
 
     def _notify(self, path: MemPath) -> None:
         for listener in self.commit_listeners:
@@ -447,17 +483,6 @@ def _undecodable(name: str) -> bool:
     return False
 
 
-def _read_all(fd: int, size: int) -> bytes:
-    chunks: list[bytes] = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, max(size - offset, 65536), offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
-
-
 def _read_version_at(parent: int, name: str) -> tuple[Version | None, bytes]:
     """The version and bytes of ``name`` (None and b"" when it does not exist)."""
     fd = backing.open_regular(parent, name)
@@ -465,7 +490,7 @@ def _read_version_at(parent: int, name: str) -> tuple[Version | None, bytes]:
         return None, b""
     with backing.closing_fd(fd):
         version = version_of(fd)
-        return version, _read_all(fd, version.size)
+        return version, backing.read_all(fd, version.size)
 
 
 def _version_at(parent: int, name: str) -> Version | None:
@@ -474,3 +499,7 @@ def _version_at(parent: int, name: str) -> Version | None:
         return None
     with backing.closing_fd(fd):
         return version_of(fd)
+
+
+def _hex(blob: pygit2.Oid | None) -> str | None:
+    return None if blob is None else str(blob)

@@ -9,6 +9,7 @@ bounded by the page and one chunk, whatever the file holds.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 CHUNK = 1 << 20
@@ -39,7 +40,18 @@ def _after_nth_newline(chunk: bytes, n: int) -> int:
 
 
 def read_page(fd: int, offset: int, limit: int | None) -> Page:
-    """The page of ``limit`` lines (None: to the end) from line ``offset`` (>= 1)."""
+    """The page of ``limit`` lines (None: to the end) from line ``offset`` (>= 1) of
+    the file behind ``fd``."""
+    return page_of(lambda size, at: os.pread(fd, size, at), offset, limit)
+
+
+def page_of_bytes(data: bytes, offset: int, limit: int | None) -> Page:
+    """The same page of ``data``."""
+    return page_of(lambda size, at: data[at : at + size], offset, limit)
+
+
+def page_of(pread: Callable[[int, int], bytes], offset: int, limit: int | None) -> Page:
+    """The page, reading through ``pread(size, offset)``."""
     before = offset - 1  # lines before the page
     through = None if limit is None else before + limit  # lines up to its end
     start = 0 if before == 0 else None  # byte offsets of the page
@@ -47,7 +59,7 @@ def read_page(fd: int, offset: int, limit: int | None) -> Page:
     lines = 0  # newlines seen so far
     position = 0
     last = b"\n"
-    while chunk := os.pread(fd, CHUNK, position):
+    while chunk := pread(CHUNK, position):
         count = chunk.count(b"\n")
         if start is None and lines < before <= lines + count:
             start = position + _after_nth_newline(chunk, before - lines)
@@ -61,7 +73,7 @@ def read_page(fd: int, offset: int, limit: int | None) -> Page:
     end = position if end is None else end
     parts: list[bytes] = []
     while start < end:
-        piece = os.pread(fd, min(end - start, CHUNK), start)
+        piece = pread(min(end - start, CHUNK), start)
         if not piece:
             break
         parts.append(piece)
