@@ -48,6 +48,19 @@ class ConflictError(MemfsClientError):
     code = "conflict"
 
 
+class LeaseHeldError(MemfsClientError):
+    """Another agent holds an unexpired lease on the task (details: holder, expires_at)."""
+
+    code = "lease_held"
+
+
+class LeaseLostError(MemfsClientError):
+    """This agent no longer holds the task's lease (another agent took it, or it was
+    released or completed)."""
+
+    code = "lease_lost"
+
+
 class PermissionDeniedError(MemfsClientError):
     code = "permission_denied"
 
@@ -74,8 +87,8 @@ class ConnectionFailed(MemfsClientError):
 
 _BY_CODE: dict[str, type[MemfsClientError]] = {
     cls.code: cls
-    for cls in (ConflictError, PermissionDeniedError, NotFoundError, InvalidError,
-                TooLargeError, InternalError)
+    for cls in (ConflictError, LeaseHeldError, LeaseLostError, PermissionDeniedError,
+                NotFoundError, InvalidError, TooLargeError, InternalError)
 }
 
 

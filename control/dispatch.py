@@ -13,9 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 from control import protocol as p
+from control import protocol_memory as pm
 from control.ops_history import HistoryRequests
+from control.ops_memory import MemoryRequests
+from control.protocol_memory import MEMORY_OPS
 from jail import Jail
 from jail.errors import StoreNotReadable
+from memfs.memory.errors import AlreadyExists, LeaseHeld, LeaseLost
+from memfs.memory.model import Memory
 from memfs.store.engine import Engine, Pinned
 from memfs.store.errors import (
     ABSENT,
@@ -33,6 +38,9 @@ log = logging.getLogger("memfs.control")
 
 _CODES: list[tuple[type[BaseException], str]] = [
     (Conflict, "conflict"),
+    (AlreadyExists, "conflict"),
+    (LeaseHeld, "lease_held"),
+    (LeaseLost, "lease_lost"),
     (PermissionDenied, "permission_denied"),
     (NotFound, "not_found"),
     (TooLarge, "too_large"),
@@ -53,37 +61,72 @@ def _jail_codes() -> list[tuple[type[BaseException], str]]:
     ]
 
 
-class Dispatcher(HistoryRequests):
-    def __init__(self, engine: Engine, tools: Jail | None = None) -> None:
+CODES = _CODES + _jail_codes()
+
+
+def describe(error: BaseException) -> tuple[str, str, dict[str, Any]] | None:
+    """(protocol code, message, details) of an error a request may end with; None for
+    an unexpected one (an ``internal`` error the caller logs). One table for every
+    transport: the socket, HTTP and MCP report the same codes."""
+    if isinstance(error, p.ProtocolError):
+        return error.code, error.message, {}
+    for kind, code in CODES:
+        if isinstance(error, kind):
+            return code, str(error), _details(error)
+    return None
+
+
+def _details(error: BaseException) -> dict[str, Any]:
+    if isinstance(error, Conflict):
+        last = error.last_write
+        return {"path": error.path, "current_digest": error.current,
+                "seen_digest": None if error.seen == ABSENT else error.seen,
+                "seen_absent": error.seen == ABSENT,
+                "last_writer": last.agent if last else None,
+                "last_written_at": last.at if last else None}
+    if isinstance(error, LeaseHeld):
+        return {"task": error.task, "holder": error.holder, "expires_at": error.expires_at}
+    if isinstance(error, LeaseLost):
+        return {"task": error.task, "holder": error.holder}
+    return {}
+
+
+class Dispatcher(HistoryRequests, MemoryRequests):
+    def __init__(self, engine: Engine, tools: Jail | None = None,
+                 memory: Memory | None = None) -> None:
         self.engine = engine
         self.tools = tools
-        self._codes = _CODES + _jail_codes()
+        self.memory = memory or Memory(engine)
         self._ops: dict[str, Callable[[str, Any], dict[str, Any]]] = {
             "list": self._list, "read": self._read, "stat": self._stat, "write": self._write,
             "delete": self._delete, "search": self._search, "whoami": self._whoami,
             "log": self._log, "show": self._show, "diff": self._diff, "restore": self._restore,
         }
+        for op in MEMORY_OPS:
+            if op != "task_release":
+                self._ops[op] = getattr(self, f"_{op}")
 
-    def execute(self, agent: str, request: p.Request) -> dict[str, Any]:
-        """Carry out ``request`` for ``agent`` (already identified by the transport);
-        returns the result, raises the engine's and the jail's exceptions."""
+    def execute(self, agent: str, request: p.Request, *, delegate: bool = False
+                ) -> dict[str, Any]:
+        """Carry out ``request`` for ``agent`` (already identified by the transport;
+        ``delegate``: the caller is a delegate uid); returns the result, raises the
+        engine's, the memory model's and the jail's exceptions (see `describe`)."""
+        if isinstance(request, pm.TaskReleaseRequest):
+            return self._release(agent, request, delegate)
         return self._ops[request.op](agent, request)
 
     def handle(self, uid: int, request: p.Request) -> bytes:
         """The encoded reply to ``request`` from ``uid``; never raises."""
         try:
             agent = self.engine.agent_for(uid, request.as_agent)
-            return p.encode_ok(request.id, self.execute(agent, request))
-        except p.ProtocolError as error:
-            return p.encode_error(request.id, error.code, error.message)
-        except Conflict as error:
-            return p.encode_error(request.id, "conflict", str(error), _conflict_details(error))
+            delegate = uid in self.engine.config.delegates
+            return p.encode_ok(request.id, self.execute(agent, request, delegate=delegate))
         except Exception as error:
-            for kind, code in self._codes:
-                if isinstance(error, kind):
-                    return p.encode_error(request.id, code, str(error))
-            log.exception("internal error on %s", request.op)
-            return p.encode_error(request.id, "internal", f"internal error: {error!r}")
+            described = describe(error)
+            if described is None:
+                log.exception("internal error on %s", request.op)
+                return p.encode_error(request.id, "internal", f"internal error: {error!r}")
+            return p.encode_error(request.id, *described)
 
     def _path(self, raw: str) -> MemPath:
         return parse_path(raw, mount=str(self.engine.config.mount))
@@ -180,16 +223,4 @@ def _version_fields(raw: str, pinned: Pinned) -> dict[str, Any]:
         "previous_digest": pinned.previous,
         "last_writer": version.last_write.agent,
         "last_written_at": version.last_write.at,
-    }
-
-
-def _conflict_details(error: Conflict) -> dict[str, Any]:
-    last = error.last_write
-    return {
-        "path": error.path,
-        "current_digest": error.current,
-        "seen_digest": None if error.seen == ABSENT else error.seen,
-        "seen_absent": error.seen == ABSENT,
-        "last_writer": last.agent if last else None,
-        "last_written_at": last.at if last else None,
     }

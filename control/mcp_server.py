@@ -19,10 +19,13 @@ import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic import Field
 
 from control.client import ConnectionFailed, MemfsClientError
-from control.mcp_history import HISTORY_DESCRIPTION, RESTORE_DESCRIPTION, HistoryTools
+from control.mcp_history import HISTORY_DESCRIPTION, RESTORE_DESCRIPTION
+from control.mcp_memory import MEMORY_INSTRUCTIONS, AgentTools
+from control.mcp_server_memory import add_memory_tools
+from control.mcp_server_types import OptionalFlag, OptionalText, PathArg, result_of
 from control.mcp_tools import (
     DOWNLOAD_DESCRIPTION,
     INSTRUCTIONS,
@@ -33,49 +36,17 @@ from control.mcp_tools import (
     WRITE_DESCRIPTION,
     Connection,
     MemoryTools,
-    ToolOutcome,
 )
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
-    from mcp_types import CallToolResult
 
 log = logging.getLogger("memfs.mcp")
 
 
-def _null_is_absent(value: Any, handler: ValidatorFunctionWrapHandler,
-                    info: ValidationInfo) -> Any:
-    """Models often send ``null`` for an optional argument: treat it as not given."""
-    return None if value is None else handler(value)
-
-
-def _null_is_false(value: Any, handler: ValidatorFunctionWrapHandler,
-                   info: ValidationInfo) -> Any:
-    return False if value is None else handler(value)
-
-
-# Optional text is annotated as plain ``str`` (default None) rather than ``str | None``:
-# the SDK JSON-decodes string arguments whose annotation is not exactly ``str``, which
-# would turn file content such as '{"a": 1}' or '[1, 2]' into a dict or a list.
-OptionalText = Annotated[str, WrapValidator(_null_is_absent)]
-OptionalFlag = Annotated[bool, WrapValidator(_null_is_false)]
-
-PathArg = Annotated[str, Field(
-    description="File path as STORE/PATH, e.g. notes/oncall.md (a /memory/ prefix is fine).",
-    min_length=1, max_length=4096)]
-
-
-def _result(outcome: ToolOutcome) -> "CallToolResult":
-    from mcp_types import CallToolResult, TextContent
-
-    meta = {"memfs": outcome.meta} if outcome.meta else None
-    return CallToolResult(content=[TextContent(type="text", text=outcome.text)],
-                          is_error=outcome.is_error, _meta=meta)
-
-
-def build_server(tools: HistoryTools, instructions: str = INSTRUCTIONS) -> "MCPServer[Any]":
-    """An MCPServer exposing the storage and history tools, each run in a worker
-    thread."""
+def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS) -> "MCPServer[Any]":
+    """An MCPServer exposing the storage, history and memory tools, each run in a
+    worker thread."""
     import anyio.to_thread
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, ToolAnnotations
@@ -88,7 +59,7 @@ def build_server(tools: HistoryTools, instructions: str = INSTRUCTIONS) -> "MCPS
             description="Glob over STORE/PATH (or a list of globs); `**` spans directories. "
                         "Omit to list every file you can read.")] = None,
     ) -> CallToolResult:
-        return _result(await run(tools.list_files, pattern))
+        return result_of(await run(tools.list_files, pattern))
 
     async def storage_read(
         path: PathArg,
@@ -97,7 +68,7 @@ def build_server(tools: HistoryTools, instructions: str = INSTRUCTIONS) -> "MCPS
         limit: Annotated[int | None, Field(
             description="Number of lines to show (default 2000).", ge=1, le=100_000)] = None,
     ) -> CallToolResult:
-        return _result(await run(tools.read, path, offset, limit))
+        return result_of(await run(tools.read, path, offset, limit))
 
     async def storage_search(
         pattern: Annotated[OptionalText, Field(
@@ -114,7 +85,7 @@ def build_server(tools: HistoryTools, instructions: str = INSTRUCTIONS) -> "MCPS
             description='Instead of pattern/flags/paths: the whole rg command line, e.g. '
                         '["-i", "-w", "timeout", "ops"].', min_length=1, max_length=128)] = None,
     ) -> CallToolResult:
-        return _result(await run(tools.search, pattern, args, flags, paths))
+        return result_of(await run(tools.search, pattern, args, flags, paths))
 
     async def storage_write(
         path: PathArg,
@@ -132,7 +103,7 @@ def build_server(tools: HistoryTools, instructions: str = INSTRUCTIONS) -> "MCPS
             description="Skip the version check and overwrite changes you have not seen. "
                         "Only on purpose, never to get past a conflict blindly.")] = False,
     ) -> CallToolResult:
-        return _result(await run(tools.write, path, content, append, sed, force))
+        return result_of(await run(tools.write, path, content, append, sed, force))
 
     async def storage_download(
         path: PathArg,
@@ -141,7 +112,7 @@ def build_server(tools: HistoryTools, instructions: str = INSTRUCTIONS) -> "MCPS
                         "running this tool, e.g. /tmp/work/orders.csv.",
             min_length=1, max_length=4096)],
     ) -> CallToolResult:
-        return _result(await run(tools.download, path, dest))
+        return result_of(await run(tools.download, path, dest))
 
     async def storage_history(
         path: Annotated[OptionalText, Field(
@@ -159,7 +130,7 @@ def build_server(tools: HistoryTools, instructions: str = INSTRUCTIONS) -> "MCPS
             description="log: how many changes (default 20); show: lines per page.",
             ge=1, le=10_000)] = None,
     ) -> CallToolResult:
-        return _result(await run(tools.history, path, action, rev, offset, limit))
+        return result_of(await run(tools.history, path, action, rev, offset, limit))
 
     async def storage_restore(
         path: PathArg,
@@ -170,7 +141,7 @@ def build_server(tools: HistoryTools, instructions: str = INSTRUCTIONS) -> "MCPS
             description="Skip the version check and overwrite changes you have not seen. "
                         "Only on purpose.")] = False,
     ) -> CallToolResult:
-        return _result(await run(tools.restore, path, rev, force))
+        return result_of(await run(tools.restore, path, rev, force))
 
     async def storage_upload(
         src: Annotated[str, Field(
@@ -181,7 +152,7 @@ def build_server(tools: HistoryTools, instructions: str = INSTRUCTIONS) -> "MCPS
             description="Skip the version check and overwrite changes you have not seen. "
                         "Only on purpose.")] = False,
     ) -> CallToolResult:
-        return _result(await run(tools.upload, src, path, force))
+        return result_of(await run(tools.upload, src, path, force))
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=True,
@@ -200,6 +171,7 @@ def build_server(tools: HistoryTools, instructions: str = INSTRUCTIONS) -> "MCPS
     ):
         server.add_tool(fn, title=title, description=description, annotations=annotations,
                         structured_output=False)
+    add_memory_tools(server, tools)
     return server
 
 
@@ -214,12 +186,13 @@ def instructions_for(tools: MemoryTools) -> str:
         me = tools.whoami()
     except ConnectionFailed as error:  # the daemon may come later: tools reconnect
         log.warning("%s; starting anyway", error.message)
-        return INSTRUCTIONS
+        return INSTRUCTIONS + MEMORY_INSTRUCTIONS
     except MemfsClientError as error:
         raise IdentityRefused(error.message) from None
     stores = ", ".join(f"{name} ({access.replace('_', '-')})"
                        for name, access in sorted(me.get("stores", {}).items()))
-    return f"{INSTRUCTIONS}\n\nYou are agent {me.get('agent')}; your stores: {stores or 'none'}."
+    return (f"{INSTRUCTIONS}\n{MEMORY_INSTRUCTIONS}\n\nYou are agent {me.get('agent')}; your "
+            f"stores: {stores or 'none'}.")
 
 
 def parse_http(value: str) -> tuple[str, int]:
@@ -260,7 +233,7 @@ def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = N
         log.warning("running as root without --local-dir: storage_download/storage_upload "
                     "can write and read any local file")
     connection = Connection(socket_path, as_agent)
-    tools = HistoryTools(connection, os.path.abspath(local_dir) if local_dir else None)
+    tools = AgentTools(connection, os.path.abspath(local_dir) if local_dir else None)
     try:
         try:
             instructions = instructions_for(tools)

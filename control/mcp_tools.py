@@ -25,6 +25,8 @@ from control.client import (
     ConnectionFailed,
     InternalError,
     InvalidError,
+    LeaseHeldError,
+    LeaseLostError,
     MemfsClientError,
     NotFoundError,
     PermissionDeniedError,
@@ -234,6 +236,13 @@ class MemoryTools:
             return body()
         except ConflictError as error:
             return conflict_outcome(error, path, verb)
+        except LeaseHeldError as error:
+            return ToolOutcome(f"LEASE HELD: {error.message}. Nothing was changed.", True,
+                               {"lease": dict(error.details)})
+        except LeaseLostError as error:
+            return ToolOutcome(f"LEASE LOST: {error.message}. Stop working on this task; "
+                               "task_list shows who holds it now.", True,
+                               {"lease": dict(error.details)})
         except PermissionDeniedError as error:
             return ToolOutcome(
                 f"Permission denied: {error.message}. Your stores and their access are listed "

@@ -18,8 +18,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from control.protocol_memory import MEMORY_OPS, MEMORY_REQUESTS
+
 # Error codes, each mapped to a CLI exit code by the client.
-ERROR_CODES = ("conflict", "permission_denied", "not_found", "invalid", "too_large", "internal")
+ERROR_CODES = ("conflict", "lease_held", "lease_lost", "permission_denied", "not_found",
+               "invalid", "too_large", "internal")
 
 DIGEST_PATTERN = r"^[0-9a-f]{64}$"
 # what a connection last saw of a path: a digest, or "absent" (it saw no file there)
@@ -167,12 +170,13 @@ class RestoreRequest(_Request):
 
 Request = Annotated[
     ListRequest | ReadRequest | StatRequest | WriteRequest | DeleteRequest | SearchRequest
-    | WhoamiRequest | LogRequest | ShowRequest | DiffRequest | RestoreRequest,
+    | WhoamiRequest | LogRequest | ShowRequest | DiffRequest | RestoreRequest
+    | MEMORY_REQUESTS,
     Field(discriminator="op"),
 ]
 _REQUEST = TypeAdapter(Request)
 OPS = ("list", "read", "stat", "write", "delete", "search", "whoami", "log", "show", "diff",
-       "restore")
+       "restore", *MEMORY_OPS)
 
 
 def decode_request(line: bytes) -> Request:

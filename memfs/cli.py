@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_DENIED, EXIT_NOT_FOUND = range(6)
 EXIT_BY_CODE = {
     "conflict": EXIT_CONFLICT,
+    "lease_held": EXIT_CONFLICT,
+    "lease_lost": EXIT_CONFLICT,
     "permission_denied": EXIT_DENIED,
     "not_found": EXIT_NOT_FOUND,
     "invalid": EXIT_USAGE,
@@ -233,9 +235,10 @@ def _parser() -> argparse.ArgumentParser:
     upload.add_argument("path", metavar="PATH")
     upload.add_argument("--force", action="store_true", help="skip the version check")
     add("grep", cmd_grep, "search with ripgrep: memfs grep [RG-FLAGS] PATTERN [PATH...]")
-    from memfs import cli_history
+    from memfs import cli_history, cli_memory
 
     cli_history.register(add)
+    cli_memory.register(add, common)
     return parser
 
 

@@ -19,6 +19,7 @@ from control.dispatch import Dispatcher
 from control.server import ControlServer, SocketInUse, max_line_bytes, open_listener
 from jail import Jail, JailError, JailSettings
 from memfs.config import Config, ConfigError, load_config
+from memfs.memory.model import Memory
 from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
 
@@ -73,8 +74,10 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
     listener = None
     try:
         jail = await trio.to_thread.run_sync(start_jail, config)
-        dispatcher = Dispatcher(engine, jail)
+        memory = Memory(engine)
+        dispatcher = Dispatcher(engine, jail, memory)
         await trio.to_thread.run_sync(engine.recover)
+        await trio.to_thread.run_sync(memory.repair)
         await sweep_seen_records(engine, first=True)
         listener = await open_listener(config.socket)
         async with trio.open_nursery() as nursery:

@@ -1,5 +1,6 @@
 """The embedded default behind ``memfs serve --demo``: a private root with two demo
-stores and a few notes, the invoking uid mapped to agent ``demo``."""
+stores and a few notes, a structured store ``team`` with a task and a decision, the
+invoking uid mapped to agent ``demo``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 from pathlib import Path
 
 from memfs.config import Config, parse_config
+from memfs.memory.model import Memory
 from memfs.store.engine import Engine
 from memfs.store.paths import parse_path
 
@@ -34,16 +36,17 @@ NOTES = {
 def demo_config(uid: int) -> Config:
     root = DEMO_ROOT if uid == 0 else Path(os.environ.get("XDG_RUNTIME_DIR", "/tmp")) / "memfs-demo"
     agents = {"demo": {"uid": uid, "stores": {"oncall-notes": "read_write",
-                                              "payments": "read_write"}}}
+                                              "payments": "read_write", "team": "read_write"}}}
     if uid != REVIEWER_UID:
-        agents["reviewer"] = {"uid": REVIEWER_UID, "stores": {"oncall-notes": "read"}}
+        agents["reviewer"] = {"uid": REVIEWER_UID, "stores": {"oncall-notes": "read",
+                                                              "team": "read_write"}}
     return parse_config(
         {
             "root": str(root),
             "mount": "/memory",
             "socket": "/run/memfs/control.sock",
             "delegates": [uid],
-            "stores": {"oncall-notes": {}, "payments": {}},
+            "stores": {"oncall-notes": {}, "payments": {}, "team": {"structured": True}},
             "agents": agents,
         },
         source="demo config",
@@ -51,13 +54,23 @@ def demo_config(uid: int) -> Config:
 
 
 def seed(config: Config) -> None:
-    """Write the demo notes that are missing; never overwrites an existing note."""
+    """Write the demo notes, a task and a decision that are missing; never overwrites."""
     engine = Engine(config)
     try:
         for raw, text in NOTES.items():
             path = parse_path(raw)
             if engine.current_digest(path) is None:
                 engine.write("demo", path, text.encode(), force=True)
+        memory = Memory(engine)
+        if not memory.task_list("reviewer", "team"):
+            memory.task_add("reviewer", "team", "drain-retry-queue",
+                            "Drain the payments-retry queue after scaling consumers",
+                            "See payments/runbooks/retry-queue.md.")
+        if not memory.decision_list("reviewer", "team"):
+            memory.decision_record(
+                "reviewer", "team", title="Scale retry consumers before draining",
+                decision="Scale payments-retry to 8 consumers first, then drain.",
+                reason="Draining with 2 consumers took 40 minutes on 2026-10-21.")
     finally:
         engine.close()
 
@@ -74,5 +87,7 @@ In another terminal:
   memfs grep -i -C 1 timeout
   memfs edit payments/runbooks/retry-queue.md -e 's/Consumers: 8/Consumers: 10/'
   memfs --as reviewer cat oncall-notes/README.md
+  memfs brief                      # sessions, tasks, decisions of the store "team"
+  memfs log oncall-notes -n 5      # every change is a git commit
 Stop with Ctrl-C (unmounts cleanly).
 """

@@ -14,7 +14,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from memfs.store.errors import InvalidInput
 
@@ -23,21 +23,30 @@ Clock = Callable[[], float]  # epoch seconds; time.time unless a test injects on
 SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 _DURATION = re.compile(r"(\d{1,9})([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_PLAIN = re.compile(r"[A-Za-z0-9_./@+-][A-Za-z0-9 _./@+,()'-]*")
+_PLAIN = re.compile(r"[A-Za-z0-9_./@+-][A-Za-z0-9 _./@+,():'-]*")
 MAX_TEXT = 64 * 1024  # one note, goal, summary, title or body
 
 
 def iso(at: float) -> str:
     """UTC ISO-8601 to the second: 2026-11-30T13:22:59Z."""
-    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def iso_ms(at: float) -> str:
+    """UTC ISO-8601 to the millisecond, for entries that must sort in the order they
+    were made: 2026-11-30T13:22:59.123Z."""
+    moment = datetime.fromtimestamp(at, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def parse_iso(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    """Epoch seconds of `iso` or `iso_ms` text."""
+    shape = "%Y-%m-%dT%H:%M:%S.%fZ" if "." in text else "%Y-%m-%dT%H:%M:%SZ"
+    return datetime.strptime(text, shape).replace(tzinfo=UTC).timestamp()
 
 
 def day(at: float) -> str:
-    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")
 
 
 def duration(text: str) -> int:
@@ -98,6 +107,7 @@ def front_matter(fields: Mapping[str, object]) -> str:
         if value is None:
             shown = "null"
         elif isinstance(value, str) and _PLAIN.fullmatch(value) and value.strip() == value \
+                and ": " not in value and not value.endswith(":") \
                 and value not in ("null", "true", "false"):
             shown = value
         else:

@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
@@ -78,6 +79,22 @@ class Committed:
     @property
     def created(self) -> bool:
         return self.previous is None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What an `Engine.update` step does: files to write (bytes) or delete (None),
+    keyed by path below the store, the history op and summary, and a result for the
+    caller."""
+
+    writes: dict[str, bytes | None]
+    op: str
+    summary: str
+    result: object = None
+
+
+RESERVED = ("sessions", "tasks", "decisions")  # folders of a structured store
+Reader = Callable[[str], bytes | None]  # path below a store -> its bytes, None if missing
 
 
 @dataclass(frozen=True)
@@ -261,6 +278,31 @@ class Engine(HistoryOps):
         return FileInfo(path, version.digest, version.size, pinned.previous,
                         version.last_write.agent, version.last_write.at)
 
+    def changed_since_seen(self, agent: str, limit: int = 20) -> list[dict[str, Any]]:
+        """Files in the agent's stores that changed (or went) since it last read or
+        wrote them, among its most recent records; who changed them and when."""
+        readable = set(self.readable_stores(agent))
+        changed: list[dict[str, Any]] = []
+        for store, rel, digest in self.seen.recorded(agent, newest=limit * 10):
+            if store not in readable or digest == ABSENT or len(changed) >= limit:
+                continue
+            path = _mem_path(store, rel)
+            try:
+                opened = self._open_current(path)
+            except InvalidInput:
+                continue
+            if opened is None:
+                changed.append({"path": str(path), "deleted": True, "last_writer": None,
+                                "last_written_at": None})
+                continue
+            with backing.closing_fd(opened[0]):
+                version = version_of(*opened, remember=True)
+            if version.digest != digest:
+                changed.append({"path": str(path), "deleted": False,
+                                "last_writer": version.last_write.agent,
+                                "last_written_at": version.last_write.at})
+        return changed
+
     def current_bytes(self, path: MemPath) -> bytes | None:
         """The current content (no access check, no record); None if missing."""
         opened = self._open_current(path)
@@ -319,6 +361,7 @@ class Engine(HistoryOps):
         never loses data. Raises PermissionDenied, InvalidInput, TooLarge, Conflict.
         """
         self.check_access(agent, path.store, write=True)
+        self._plain_write(path)
         self._check_size(len(data))
         if append:
             return self._append(agent, path, data)
@@ -334,6 +377,7 @@ class Engine(HistoryOps):
         check is made before the transform runs and again at commit; a transform error
         changes nothing."""
         self.check_access(agent, path.store, write=True)
+        self._plain_write(path)
         opened = self._open_current(path)
         if opened is None:
             raise NotFound(f"{path} does not exist")
@@ -358,6 +402,7 @@ class Engine(HistoryOps):
         NotFound (no history, no such revision, no such file then), InvalidInput,
         Conflict."""
         self.check_access(agent, path.store, write=True)
+        self._plain_write(path)
         commit, data = self.version_at(agent, path, rev)
         self._check_size(len(data))
         blob = self._stores[path.store].blob(data)
@@ -371,6 +416,7 @@ class Engine(HistoryOps):
         """Remove the file; version-checked like a replace (``expected`` too).
         Raises NotFound, Conflict."""
         self.check_access(agent, path.store, write=True)
+        self._plain_write(path)
         store = self._stores[path.store]
         parent = self._parent(path, create=False)
         with backing.closing_fd(parent):
@@ -387,7 +433,54 @@ class Engine(HistoryOps):
         self._notify(path)
         return Committed(path, current.digest, 0, current.digest, commit)
 
+    def update(self, agent: str | None, store: str,
+               decide: Callable[[Reader], Plan]) -> tuple[Any, str | None]:
+        """One indivisible step under the store lock, for the memory model: ``decide``
+        reads the current files (``read(rel)``: bytes, or None when missing) and
+        returns a Plan; its files are staged and landed together, as one history
+        commit. ``agent`` None: memfs itself (a repair; no access check, no seen
+        records). Returns (the plan's result, the commit id). Raises PermissionDenied,
+        whatever ``decide`` raises (then nothing changed), TooLarge, InvalidInput."""
+        if agent is not None:
+            self.check_access(agent, store, write=True)
+        author = agent or "memfs"
+        handles = self._stores[store]
+        landings: list[Landing] = []
+        with contextlib.ExitStack() as cleanup:
+            with handles.locked():
+                plan = decide(lambda rel: self.current_bytes(_mem_path(store, rel)))
+                if not plan.writes:
+                    return plan.result, None
+                for rel, data in sorted(plan.writes.items()):
+                    path = _mem_path(store, rel)
+                    parent = self._parent(path, create=data is not None)
+                    cleanup.callback(os.close, parent)
+                    if data is None:
+                        landings.append(Landing(path, parent, None, record=False, forget=True))
+                        continue
+                    self._check_size(len(data))
+                    blob = handles.blob(data)
+                    staged = cleanup.enter_context(
+                        self._staging.stage(data, author, _hex(blob)))
+                    landings.append(Landing(path, parent, staged, blob, record=agent is not None))
+                commit = handles.land(author, self._email(author), landings, op=plan.op,
+                                      summary=plan.summary)
+            for parent in {landing.parent for landing in landings}:
+                os.fsync(parent)
+        for landing in landings:
+            self._notify(landing.path)
+        return plan.result, commit
+
     # -- commit machinery ------------------------------------------------------------
+
+    def _plain_write(self, path: MemPath) -> None:
+        """Refuse a plain write into the folders a structured store keeps itself."""
+        if path.parts[0] in RESERVED and self.config.stores[path.store].structured:
+            command = {"sessions": "session", "tasks": "task", "decisions": "decision"}
+            raise InvalidInput(
+                f"{path}: {path.parts[0]}/ of store {path.store} is written only by its "
+                f"operations; use `memfs {command[path.parts[0]]} ...` (or the matching "
+                "MCP tool)")
 
     def _check_size(self, size: int) -> None:
         if size > self.config.max_file_size:
@@ -503,3 +596,7 @@ def _version_at(parent: int, name: str) -> Version | None:
 
 def _hex(blob: pygit2.Oid | None) -> str | None:
     return None if blob is None else str(blob)
+
+
+def _mem_path(store: str, rel: str) -> MemPath:
+    return MemPath(store, tuple(rel.split("/")))

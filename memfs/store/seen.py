@@ -80,6 +80,29 @@ class SeenRecords:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._file(agent, path))
 
+    def recorded(self, agent: str, newest: int) -> list[tuple[str, str, str]]:
+        """(store, rel, digest) of the agent's ``newest`` most recently set records."""
+        found: list[tuple[float, str, str]] = []
+        for store_dir in _subdirs(f"{self._dir}/{agent}"):
+            for entry in os.scandir(store_dir):
+                try:
+                    found.append((entry.stat(follow_symlinks=False).st_ctime, store_dir,
+                                  entry.path))
+                except FileNotFoundError:
+                    continue
+        found.sort(reverse=True)
+        records = []
+        for _, store_dir, marker in found[:newest]:
+            try:
+                with open(marker, "rb") as handle:
+                    rel = handle.read(65536).decode("utf-8", "replace")
+                digest = os.getxattr(marker, XATTR).decode("ascii")
+            except OSError:
+                continue
+            if rel:
+                records.append((os.path.basename(store_dir), rel, digest))
+        return records
+
     def sweep(self, exists: Callable[[str, str], bool | None], older_than: float) -> int:
         """Remove the records, last changed more than ``older_than`` seconds ago, of
         files that no longer exist (``exists(store, rel)`` False; None: cannot tell,

@@ -1,0 +1,125 @@
+"""Decision records, ``decisions/YYYY-MM-DD-SLUG.md``::
+
+    ---
+    title: Use SQLite for the test database
+    date: 2026-09-12
+    status: accepted
+    author: coder
+    supersedes: null
+    superseded_by: null
+    ---
+
+    ## Decision
+
+    > Feature tests run against in-memory SQLite.
+
+    ## Reason
+
+    > Tests run in parallel across worktrees; a shared MySQL database interfered.
+
+(optional ``## Context`` and ``## Consequences``). Decisions are never deleted or
+edited; recording one that supersedes another marks the old one superseded and links
+both ways, in one commit. Readers take a decision as superseded when its own record
+says so *or* another record supersedes it, so the pair reads the same even if a crash
+landed only the new record; `repairs` lists the old records to fix at start.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from memfs.memory import records as r
+from memfs.store.errors import InvalidInput, NotFound
+
+FOLDER = "decisions"
+DECISION_ID = re.compile(r"\d{4}-\d{2}-\d{2}-[a-z0-9][a-z0-9-]{0,60}")
+SECTIONS = ("Decision", "Reason", "Context", "Consequences")
+
+
+@dataclass(frozen=True)
+class Decision:
+    id: str
+    fields: dict[str, Any]
+    sections: dict[str, str]
+
+    def as_dict(self, superseded_by: str | None = None) -> dict[str, Any]:
+        """The record, with the status and link readers take (see the module doc)."""
+        link = self.fields.get("superseded_by") or superseded_by
+        return {"id": self.id, "title": self.fields.get("title"),
+                "date": self.fields.get("date"), "author": self.fields.get("author"),
+                "status": "superseded" if link else "accepted",
+                "supersedes": self.fields.get("supersedes"), "superseded_by": link,
+                **{name.lower(): self.sections.get(name) for name in SECTIONS}}
+
+
+def path_of(decision_id: str) -> str:
+    if not DECISION_ID.fullmatch(decision_id):
+        raise InvalidInput(f"bad decision id {decision_id!r}: ids look like "
+                           "2026-11-30-use-sqlite-for-tests")
+    return f"{FOLDER}/{decision_id}.md"
+
+
+def parse(name: str, data: bytes) -> Decision | None:
+    if not name.endswith(".md") or not DECISION_ID.fullmatch(name[:-3]):
+        return None
+    fields, body = r.split_front_matter(data.decode("utf-8", "replace"))
+    if not isinstance(fields.get("title"), str):
+        return None
+    sections: dict[str, str] = {}
+    parts = re.split(r"^## (Decision|Reason|Context|Consequences)$", body, flags=re.M)
+    for title, text in zip(parts[1::2], parts[2::2], strict=True):
+        sections[title] = r.unquote([line for line in text.strip("\n").split("\n")
+                                     if line.startswith(">")])
+    return Decision(name[:-3], fields, sections)
+
+
+def render(fields: dict[str, Any], sections: dict[str, str]) -> bytes:
+    body = "".join(f"\n## {name}\n\n{r.quote(sections[name])}\n"
+                   for name in SECTIONS if sections.get(name))
+    return (r.front_matter(fields) + body).encode()
+
+
+def new_id(title: str, now: float, taken: set[str]) -> str:
+    base = f"{r.day(now)}-{r.slugify(title)}"
+    candidate, n = base, 2
+    while candidate in taken:
+        candidate, n = f"{base}-{n}", n + 1
+    return candidate
+
+
+def recorded(title: str, decision: str, reason: str, context: str | None,
+             consequences: str | None, agent: str, now: float, decision_id: str,
+             supersedes: str | None) -> bytes:
+    fields = {"title": title, "date": r.day(now), "status": "accepted", "author": agent,
+              "supersedes": supersedes, "superseded_by": None}
+    return render(fields, {"Decision": decision, "Reason": reason, "Context": context or "",
+                           "Consequences": consequences or ""})
+
+
+def superseded(current: bytes | None, old_id: str, new_id: str) -> bytes:
+    """The old record marked superseded by ``new_id``. Raises NotFound, InvalidInput
+    (already superseded)."""
+    if current is None:
+        raise NotFound(f"no decision {old_id} to supersede")
+    old = parse(f"{old_id}.md", current)
+    if old is None:
+        raise InvalidInput(f"decisions/{old_id}.md is not a decision memfs can read")
+    if old.fields.get("superseded_by"):
+        raise InvalidInput(f"decision {old_id} is already superseded by "
+                           f"{old.fields['superseded_by']}; supersede that one instead")
+    fields = dict(old.fields, status="superseded", superseded_by=new_id)
+    return render(fields, old.sections)
+
+
+def links(decisions: dict[str, Decision]) -> dict[str, str]:
+    """old id -> the id of a record that supersedes it (from the new records' side)."""
+    return {str(d.fields["supersedes"]): d.id for d in decisions.values()
+            if d.fields.get("supersedes")}
+
+
+def repairs(decisions: dict[str, Decision]) -> list[tuple[str, str]]:
+    """(old id, new id) pairs whose old record does not yet say it was superseded."""
+    return [(old, new) for old, new in links(decisions).items()
+            if old in decisions and not decisions[old].fields.get("superseded_by")]

@@ -1,0 +1,287 @@
+"""The memory model's operations on a structured store, each one indivisible step under
+the store lock and one history commit (`Engine.update`), and its reads, served from
+parsed folders kept in memory (memfs/memory/folders.py).
+
+Every operation takes the agent (identified by the transport) and the store (None: the
+agent's only structured store). Reads need read access, changes read_write.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from memfs.memory import decisions, sessions, tasks
+from memfs.memory import records as r
+from memfs.memory.folders import Folder
+from memfs.store.engine import Engine, Plan, Reader
+from memfs.store.errors import InvalidInput, NotFound
+
+
+class Memory:
+    def __init__(self, engine: Engine, clock: r.Clock = time.time) -> None:
+        self.engine = engine
+        self.clock = clock
+        self._folders: dict[tuple[str, str], Folder[Any]] = {}
+        parsers = {sessions.FOLDER: sessions.parse, tasks.FOLDER: tasks.parse,
+                   decisions.FOLDER: decisions.parse}
+        for store, spec in engine.config.stores.items():
+            if spec.structured:
+                for folder, parse in parsers.items():
+                    self._folders[(store, folder)] = Folder(engine.store_fd(store), folder,
+                                                            parse)
+
+    # -- stores -------------------------------------------------------------------------
+
+    def store_for(self, agent: str, store: str | None) -> str:
+        """The structured store to use: ``store`` (checked), or the agent's only one.
+        Raises InvalidInput (not structured, none, several), PermissionDenied."""
+        if store is not None:
+            if store not in self.engine.config.stores:
+                raise NotFound(f"no store named {store!r}")
+            self.engine.check_access(agent, store)
+            if not self.engine.config.stores[store].structured:
+                raise InvalidInput(f"store {store} is not structured (structured = true "
+                                   "keeps sessions, tasks and decisions)")
+            return store
+        mine = [s for s in self.engine.readable_stores(agent)
+                if self.engine.config.stores[s].structured]
+        if len(mine) == 1:
+            return mine[0]
+        if not mine:
+            raise InvalidInput("you have no structured store (one with structured = true)")
+        raise InvalidInput(f"you have several structured stores ({', '.join(mine)}): name one "
+                           "with --store")
+
+    def records(self, agent: str, store: str, folder: str) -> dict[str, Any]:
+        self.engine.check_access(agent, store)
+        return self._folders[(store, folder)].records()
+
+    def _change(self, agent: str, store: str, op: str, summary: str | Callable[[Any], str],
+                decide: Any) -> tuple[Any, str | None]:
+        """One step: ``decide(read, now)`` returns (writes, result); ``summary`` is the
+        commit's first line (or makes it from the result)."""
+
+        def plan(read: Reader) -> Plan:
+            writes, result = decide(read, self.clock())
+            return Plan(writes, op, summary if isinstance(summary, str) else summary(result),
+                        result)
+
+        return self.engine.update(agent, store, plan)
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def session_start(self, agent: str, store: str | None, goal: str = "") -> dict[str, Any]:
+        store = self.store_for(agent, store)
+        r.text("goal", goal, required=False)
+
+        def decide(read: Reader, now: float) -> tuple[dict[str, bytes | None], Any]:
+            # XXXX is 16 random bits: with many sessions a day, draw until one is free
+            for _ in range(64):
+                session, text = sessions.new_session(agent, goal.strip(), now)
+                path = sessions.path_of(session.id)
+                if read(path) is None:
+                    return {path: text.encode()}, session
+            raise InvalidInput(f"{agent} has too many sessions today to name a new one")
+
+        made, commit = self._change(agent, store, "session",
+                                    lambda made: f"session: {agent} started {made.id}", decide)
+        return {**made.as_dict(), "store": store, "commit": commit}
+
+    def session_checkpoint(self, agent: str, store: str | None, session_id: str,
+                           note: str) -> dict[str, Any]:
+        store = self.store_for(agent, store)
+        r.text("note", note)
+        return self._add_entry(agent, store, session_id, "checkpoint",
+                               lambda at: sessions.Entry(at, "checkpoint", note=note.strip()))
+
+    def session_handoff(self, agent: str, store: str | None, session_id: str, summary: str,
+                        next_step: str) -> dict[str, Any]:
+        store = self.store_for(agent, store)
+        r.text("summary", summary)
+        r.text("next", next_step)
+        return self._add_entry(
+            agent, store, session_id, "handoff",
+            lambda at: sessions.Entry(at, "handoff", summary=summary.strip(),
+                                      next=next_step.strip()), close=True)
+
+    def _add_entry(self, agent: str, store: str, session_id: str, kind: str, entry: Any,
+                   close: bool = False) -> dict[str, Any]:
+        path = sessions.path_of(session_id)
+
+        def decide(read: Reader, now: float) -> tuple[dict[str, bytes | None], Any]:
+            data = sessions.appended(read(path), session_id, agent, entry(r.iso_ms(now)),
+                                     close=close)
+            return {path: data}, sessions.parse(f"{session_id}.md", data)
+
+        session, commit = self._change(agent, store, "session",
+                                       f"session: {agent} {kind} {session_id}", decide)
+        return {**session.as_dict(), "store": store, "commit": commit}
+
+    def session_list(self, agent: str, store: str | None, *, owner: str | None = None,
+                     state: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        store = self.store_for(agent, store)
+        found = [s for s in self.records(agent, store, sessions.FOLDER).values()
+                 if (owner is None or s.agent == owner) and (state is None or s.state == state)]
+        found.sort(key=lambda s: (s.last_at, s.id), reverse=True)
+        return [{k: v for k, v in s.as_dict().items() if k != "entries"} for s in found[:limit]]
+
+    def session_show(self, agent: str, store: str | None, session_id: str) -> dict[str, Any]:
+        store = self.store_for(agent, store)
+        name = sessions.path_of(session_id).split("/", 1)[1]
+        session: sessions.Session | None = self.records(agent, store, sessions.FOLDER).get(name)
+        if session is None:
+            raise NotFound(f"no session {session_id} in {store}")
+        return session.as_dict()
+
+    # -- tasks --------------------------------------------------------------------------
+
+    def task_add(self, agent: str, store: str | None, task_id: str, title: str,
+                 body: str = "") -> dict[str, Any]:
+        store = self.store_for(agent, store)
+        tasks.path_of(task_id)  # checks the id
+        r.text("title", title, one_line=True)
+        r.text("body", body, required=False)
+        return self._task(agent, store, task_id, "added", lambda cur, now: tasks.created(
+            cur, task_id, title.strip(), body, agent, now))
+
+    def task_claim(self, agent: str, store: str | None, task_id: str, *, ttl: int,
+                   session: str | None = None) -> dict[str, Any]:
+        store = self.store_for(agent, store)
+        if session is not None:
+            sessions.path_of(session)
+        return self._task(agent, store, task_id, "claimed", lambda cur, now: tasks.claimed(
+            cur, task_id, agent, session, ttl, now))
+
+    def task_checkpoint(self, agent: str, store: str | None, task_id: str,
+                        note: str) -> dict[str, Any]:
+        store = self.store_for(agent, store)
+        r.text("note", note)
+        return self._task(agent, store, task_id, "checkpoint",
+                          lambda cur, now: tasks.checkpointed(cur, task_id, agent, note, now))
+
+    def task_complete(self, agent: str, store: str | None, task_id: str,
+                      note: str | None = None) -> dict[str, Any]:
+        store = self.store_for(agent, store)
+        if note is not None:
+            r.text("note", note, required=False)
+        return self._task(agent, store, task_id, "completed",
+                          lambda cur, now: tasks.completed(cur, task_id, agent, note, now))
+
+    def task_release(self, agent: str, store: str | None, task_id: str, *,
+                     force: bool = False) -> dict[str, Any]:
+        """Release the lease; ``force`` (the caller checked it is a delegate) releases
+        another agent's."""
+        store = self.store_for(agent, store)
+        return self._task(agent, store, task_id, "released", lambda cur, now: tasks.released(
+            cur, task_id, agent, now, force=force))
+
+    def _task(self, agent: str, store: str, task_id: str, verb: str,
+              change: Any) -> dict[str, Any]:
+        path = tasks.path_of(task_id)
+
+        def decide(read: Reader, now: float) -> tuple[dict[str, bytes | None], Any]:
+            task = change(read(path), now)
+            return {path: tasks.render(task)}, tasks.Task(task).view(now)
+
+        view, commit = self._change(agent, store, "task", f"task: {agent} {verb} {task_id}",
+                                    decide)
+        return {**view, "store": store, "commit": commit}
+
+    def task_list(self, agent: str, store: str | None, status: str | None = None
+                  ) -> list[dict[str, Any]]:
+        store = self.store_for(agent, store)
+        if status is not None and status not in tasks.STATUSES:
+            raise InvalidInput(f"bad status {status!r}: one of {', '.join(tasks.STATUSES)}")
+        now = self.clock()
+        views = [t.view(now) for t in self.records(agent, store, tasks.FOLDER).values()]
+        views = [v for v in views if status is None or v["status"] == status]
+        return sorted(views, key=lambda v: (v.get("created_at") or "", v["id"]))
+
+    def task_show(self, agent: str, store: str | None, task_id: str) -> dict[str, Any]:
+        store = self.store_for(agent, store)
+        name = tasks.path_of(task_id).split("/", 1)[1]
+        task: tasks.Task | None = self.records(agent, store, tasks.FOLDER).get(name)
+        if task is None:
+            raise NotFound(f"no task {task_id} in {store}")
+        return task.view(self.clock())
+
+    # -- decisions ----------------------------------------------------------------------
+
+    def decision_record(self, agent: str, store: str | None, *, title: str, decision: str,
+                        reason: str, context: str | None = None,
+                        consequences: str | None = None,
+                        supersedes: str | None = None) -> dict[str, Any]:
+        store = self.store_for(agent, store)
+        r.text("title", title, one_line=True)
+        for kind, value in (("decision", decision), ("reason", reason)):
+            r.text(kind, value)
+        for kind, optional in (("context", context), ("consequences", consequences)):
+            if optional is not None:
+                r.text(kind, optional, required=False)
+        old_path = None if supersedes is None else decisions.path_of(supersedes)
+        taken = {name[:-3] for name in self.records(agent, store, decisions.FOLDER)}
+        new_id = decisions.new_id(title, self.clock(), taken)
+        new_path = decisions.path_of(new_id)
+
+        def decide(read: Reader, now: float) -> tuple[dict[str, bytes | None], Any]:
+            if read(new_path) is not None:
+                raise InvalidInput("a decision with this title was recorded just now; retry")
+            writes: dict[str, bytes | None] = {new_path: decisions.recorded(
+                title.strip(), decision.strip(), reason.strip(), context, consequences,
+                agent, now, new_id, supersedes)}
+            if old_path is not None and supersedes is not None:
+                writes[old_path] = decisions.superseded(read(old_path), supersedes, new_id)
+            return writes, writes[new_path]
+
+        summary = (f"decision: {new_id} supersedes {supersedes}" if supersedes
+                   else f"decision: {new_id}")
+        data, commit = self._change(agent, store, "decision", summary, decide)
+        parsed = decisions.parse(f"{new_id}.md", data)
+        assert parsed is not None
+        return {**parsed.as_dict(), "store": store, "commit": commit}
+
+    def decision_list(self, agent: str, store: str | None,
+                      status: str = "accepted") -> list[dict[str, Any]]:
+        store = self.store_for(agent, store)
+        if status not in ("accepted", "superseded", "all"):
+            raise InvalidInput(f"bad status {status!r}: accepted, superseded or all")
+        found = self.records(agent, store, decisions.FOLDER)
+        by_id = {d.id: d for d in found.values()}
+        links = decisions.links(by_id)
+        views = [d.as_dict(links.get(d.id)) for d in by_id.values()]
+        views = [v for v in views if status == "all" or v["status"] == status]
+        return sorted(views, key=lambda v: v["id"], reverse=True)
+
+    def decision_show(self, agent: str, store: str | None, decision_id: str) -> dict[str, Any]:
+        store = self.store_for(agent, store)
+        name = decisions.path_of(decision_id).split("/", 1)[1]
+        found = self.records(agent, store, decisions.FOLDER)
+        if name not in found:
+            raise NotFound(f"no decision {decision_id} in {store}")
+        links = decisions.links({d.id: d for d in found.values()})
+        record: decisions.Decision = found[name]
+        return record.as_dict(links.get(decision_id))
+
+    # -- start-up -----------------------------------------------------------------------
+
+    def repair(self) -> list[str]:
+        """Finish supersedes a crash cut in half (the new record landed, the old one was
+        not marked): mark the old records, as memfs. Returns the ids fixed."""
+        fixed = []
+        for (store, folder), records in self._folders.items():
+            if folder != decisions.FOLDER:
+                continue
+            by_id = {d.id: d for d in records.records().values()}
+            for old, new in decisions.repairs(by_id):
+                path = decisions.path_of(old)
+
+                def plan(read: Reader, old: str = old, new: str = new,
+                         path: str = path) -> Plan:
+                    return Plan({path: decisions.superseded(read(path), old, new)},
+                                "decision", f"decision: {old} superseded by {new} (repaired)")
+
+                self.engine.update(None, store, plan)
+                fixed.append(old)
+        return fixed
