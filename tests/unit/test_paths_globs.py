@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import random
+import re
+import time
+
 import pytest
 
 from memfs.store.errors import InvalidInput
-from memfs.store.globs import compile_glob, literal_store
+from memfs.store.globs import MAX_GLOB_CHARS, compile_glob, literal_store
 from memfs.store.paths import MemPath, parse_path
 
 
@@ -53,10 +57,103 @@ def test_store_only_when_allowed() -> None:
         ("notes/[ab].md", "notes/b.md", True),
         ("notes/[!ab].md", "notes/b.md", False),
         ("notes/a.md", "notes/a.mdx", False),
+        # more of the same semantics, unchanged by the linear matcher
+        ("notes/", "notes/a.md", True),
+        ("notes/**", "notes/x/y.md", True),
+        ("**/*.md", "notes/x/a.md", True),
+        ("*", "notes/a.md", True),  # names the store: everything below it
+        ("notes/a*", "notes/a/b.md", True),  # names a directory
+        ("notes/**/b.md", "notes/b.md", True),
+        ("notes/**/b.md", "notes/x/yb.md", False),
+        ("n*s/a?.md", "notes/ab.md", True),
+        ("notes/[a-c]x", "notes/bx", True),
+        ("notes/[a-c]x", "notes/dx", False),
+        ("notes/[]a].md", "notes/].md", True),
+        ("notes/[!]a].md", "notes/b.md", True),  # was a regex error (internal)
+        ("notes/[!]a].md", "notes/].md", False),
+        ("notes/[^a]x", "notes/bx", True),
+        ("notes/[\\]x", "notes/\\x", True),
+        ("notes/[ab", "notes/[ab", True),  # unclosed: a literal "["
+        ("notes/a**b", "notes/a/x/b", True),
+        ("notes/**/", "notes/a/b", False),
+        # pathological for a backtracking matcher: answered in linear time
+        ("notes/" + "*a" * 8 + "*b", "notes/" + "a" * 200, False),
+        ("notes/" + "*a" * 8 + "*b", "notes/" + "a" * 200 + "b", True),
+        ("*a" * 60 + "*b", "notes/" + "a" * 250, False),
+        ("**" + "a**" * 60 + "b", "notes/" + "a/" * 60 + "c", False),
+        ("**/" * 40 + "x", "notes/" + "d/" * 60 + "y", False),
+        ("**/" * 40 + "y", "notes/" + "d/" * 60 + "y", True),
+        ("notes/" + "?*" * 200, "notes/" + "z" * 199, False),
+        ("notes/" + "?*" * 200, "notes/" + "z" * 200, True),
+        ("notes/" + "[a-z]*" * 100 + "!", "notes/" + "q" * 250, False),
     ],
 )
 def test_globs(pattern: str, path: str, matches: bool) -> None:
+    started = time.process_time()
     assert bool(compile_glob(pattern).match(path)) is matches
+    # Complexity, not speed: the old regexes took hours on the pathological rows.
+    assert time.process_time() - started < 1
+
+
+def test_glob_limits_are_invalid_input() -> None:
+    compile_glob("x" * MAX_GLOB_CHARS)
+    with pytest.raises(InvalidInput, match="longer than"):
+        compile_glob("x" * (MAX_GLOB_CHARS + 1))
+    with pytest.raises(InvalidInput, match="bad character range"):
+        compile_glob("notes/[z-a]")
+
+
+def _old_regex(pattern: str) -> re.Pattern[str]:
+    """The regex translation globs used before issue 12 (backtracking), kept as the
+    reference for the semantics."""
+    out = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            end = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "]") else i + 1)
+            if end < 0:
+                out.append(re.escape(c))
+                i += 1
+                continue
+            body = pattern[i + 1 : end]
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return re.compile("".join(out).rstrip("/") + "(?:/.*)?\\Z", re.DOTALL)
+
+
+def test_globs_match_as_the_old_regexes_did() -> None:
+    """Random small patterns and names: same answer as the old translation, except
+    where the old one let a bracket expression match "/" (now it stays in a name)."""
+    rng = random.Random(7)
+    pieces = ["a", "b", "/", "*", "**", "**/", "?", "[ab]", "[!a]", "ab", "[a-b]", "]"]
+    compared = 0
+    for _ in range(20_000):
+        pattern = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
+        name = "".join(rng.choice("ab/") for _ in range(rng.randint(0, 8)))
+        old = bool(_old_regex(pattern).match(name))
+        if old != compile_glob(pattern).match(name):
+            assert "[!" in pattern and "/" in name, (pattern, name)
+            continue
+        compared += 1
+    assert compared > 19_000
 
 
 def test_literal_store() -> None:
