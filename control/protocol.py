@@ -7,6 +7,14 @@ client.py). A request is a JSON object with an ``op`` field; the reply is
 
 Content travels as UTF-8 text (``content``) or base64 (``content_b64``) so that
 binary files round-trip byte for byte.
+
+What a request line may hold is bounded at decode time, so that no line can make the
+decoder, the dispatcher or the reply encoder fail: integer literals of at most
+``MAX_INT_DIGITS`` digits (never Python's own int-parsing limit), number literals of
+at most ``MAX_NUMBER_CHARS`` characters, no ``NaN``/``Infinity``, no string (key or
+value) holding a lone surrogate (``"\\ud800"``: it has no UTF-8 form and could not be
+echoed back), nesting at most ``MAX_NESTING`` levels deep. Each is refused as
+``invalid``.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -21,14 +30,21 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from control.protocol_memory import MEMORY_OPS, MEMORY_REQUESTS
 
 # Error codes, each mapped to a CLI exit code by the client.
+# ``busy``: a limit on shared resources (connections, buffered request bytes, jailed
+# tool runs) is reached; the same request may succeed later.
 ERROR_CODES = ("conflict", "lease_held", "lease_lost", "permission_denied", "not_found",
-               "invalid", "too_large", "internal")
+               "invalid", "too_large", "busy", "internal")
 
 DIGEST_PATTERN = r"^[0-9a-f]{64}$"
 # what a connection last saw of a path: a digest, or "absent" (it saw no file there)
 EXPECT_PATTERN = r"^(?:[0-9a-f]{64}|absent)$"
 MAX_ARGS = 256
 MAX_ARG_LEN = 4096
+MAX_INT_DIGITS = 20  # up to 10**20: more than any offset, limit or id needs
+MAX_NUMBER_CHARS = 64  # a float literal (no field takes one; bounded all the same)
+MAX_NESTING = 32  # a request is an object of scalars and lists of strings: depth 2
+MAX_ID_CHARS = 256  # a string request id is echoed back in the reply
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ProtocolError(Exception):
@@ -41,11 +57,16 @@ class ProtocolError(Exception):
         self.request_id = request_id
 
 
+class EncodeError(Exception):
+    """A reply could not be encoded (a value with no JSON or UTF-8 form). The caller
+    sends ``fallback_line`` instead, which cannot fail."""
+
+
 class _Request(BaseModel):
     # strict: "yes" is not a bool and "3" is not an int on this wire
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    id: int | str | None = None
+    id: int | Annotated[str, Field(max_length=MAX_ID_CHARS)] | None = None
     # Act for this agent; only delegate uids may set it.
     as_agent: str | None = Field(default=None, max_length=64)
 
@@ -98,7 +119,11 @@ class WriteRequest(_Request):
     def data(self) -> bytes:
         """The content bytes (not for sed requests); raises ProtocolError on bad base64."""
         if self.content is not None:
-            return self.content.encode("utf-8")
+            try:
+                return self.content.encode("utf-8")
+            except UnicodeEncodeError:  # decode_request refuses these; kept for safety
+                raise ProtocolError("invalid", "content is not valid Unicode text",
+                                    self.id) from None
         try:
             return base64.b64decode(self.content_b64 or "", validate=True)
         except (binascii.Error, ValueError):
@@ -179,47 +204,143 @@ OPS = ("list", "read", "stat", "write", "delete", "search", "whoami", "log", "sh
        "restore", *MEMORY_OPS)
 
 
+class _Refused(ValueError):
+    """A number literal or constant refused while parsing; the message says why."""
+
+
+def _parse_int(literal: str) -> int:
+    if len(literal.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Refused(f"an integer has more than {MAX_INT_DIGITS} digits")
+    return int(literal)
+
+
+def _parse_float(literal: str) -> float:
+    if len(literal) > MAX_NUMBER_CHARS:
+        raise _Refused(f"a number is longer than {MAX_NUMBER_CHARS} characters")
+    return float(literal)
+
+
+def _parse_constant(name: str) -> float:
+    raise _Refused(f"{name} is not valid JSON")
+
+
+_DECODER = json.JSONDecoder(
+    parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
+)
+
+
+def _check_tree(raw: object) -> str | None:
+    """Why the parsed value cannot be a request (too deep, a lone surrogate in a key
+    or a string), or None. Iterative: no recursion however the value nests."""
+    stack: list[tuple[object, int]] = [(raw, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii() and _SURROGATE.search(value):
+                return "a string holds a lone surrogate (not valid Unicode)"
+        elif isinstance(value, dict | list):
+            if depth > MAX_NESTING:
+                return f"request nests deeper than {MAX_NESTING} levels"
+            if isinstance(value, dict):
+                stack.extend((key, depth) for key in value)
+                stack.extend((item, depth + 1) for item in value.values())
+            else:
+                stack.extend((item, depth + 1) for item in value)
+    return None
+
+
+def _echo_id(value: object) -> int | str | None:
+    """The request id to put in an error reply: ``value`` if a valid request could
+    carry it (so the reply can always be encoded), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) or (isinstance(value, str) and len(value) <= MAX_ID_CHARS):
+        return value
+    return None
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def decode_request(line: bytes) -> Request:
-    """Parse one line into a request model; raises ProtocolError (code ``invalid``)
-    with a message naming the bad field. Never raises anything else."""
+    """Parse one line (without its newline) into a request model.
+
+    Raises ProtocolError (code ``invalid``) with a message naming the problem and,
+    when the line carried a usable one, the request id; never raises anything else,
+    whatever the bytes. A returned request holds only encodable values: echoing any of
+    its strings in a reply cannot fail.
+    """
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError:
         raise ProtocolError("invalid", "request is not valid UTF-8") from None
     try:
-        raw = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        raw = _DECODER.decode(text)
+    except _Refused as error:
+        raise ProtocolError("invalid", f"request refused: {error}") from None
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
         raise ProtocolError("invalid", "request is not valid JSON") from None
     if not isinstance(raw, dict):
         raise ProtocolError("invalid", "request must be a JSON object")
-    request_id = raw.get("id") if isinstance(raw.get("id"), int | str) else None
+    problem = _check_tree(raw)
+    if problem is not None:
+        raise ProtocolError("invalid", f"request refused: {problem}")
+    request_id = _echo_id(raw.get("id"))
     op = raw.get("op")
-    if op not in OPS:
-        raise ProtocolError("invalid", f"unknown op {op!r}; known: {', '.join(OPS)}", request_id)
+    if not isinstance(op, str) or op not in OPS:
+        shown = _short(repr(op))
+        raise ProtocolError("invalid", f"unknown op {shown}; known: {', '.join(OPS)}", request_id)
     try:
         return _REQUEST.validate_python(raw)
     except ValidationError as error:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in item['loc'][1:]) or 'request'}: "
+            f"{_short('.'.join(str(p) for p in item['loc'][1:])) or 'request'}: "
             f"{item['msg'].removeprefix('Value error, ')}"
-            for item in error.errors()
+            for item in error.errors()[:10]
         )
-        raise ProtocolError("invalid", f"bad {op} request: {problems}", request_id) from None
+        raise ProtocolError("invalid", f"bad {op} request: {_short(problems, 2000)}",
+                            request_id) from None
 
 
 def encode_ok(request_id: int | str | None, result: dict[str, Any]) -> bytes:
+    """One reply line; raises EncodeError (only) if ``result`` has no JSON/UTF-8 form."""
     return _line({"id": request_id, "ok": True, "result": result})
 
 
 def encode_error(
     request_id: int | str | None, code: str, message: str, details: dict[str, Any] | None = None
 ) -> bytes:
-    assert code in ERROR_CODES, code
+    """One error reply line; raises EncodeError (only) if a value has no JSON/UTF-8 form
+    (never for a request id taken from a decoded request and a plain message)."""
+    if code not in ERROR_CODES:
+        raise EncodeError(f"unknown error code {code!r}")
     return _line(
         {"id": request_id, "ok": False,
          "error": {"code": code, "message": message, "details": details or {}}}
     )
 
 
+def fallback_line(request_id: int | str | None = None) -> bytes:
+    """A fixed ``internal`` error reply for when a reply could not be encoded; never
+    fails (an id that cannot be encoded is replaced by null)."""
+    try:
+        return _line({"id": _echo_id(request_id), "ok": False, "error": _FALLBACK_ERROR})
+    except EncodeError:
+        return _FALLBACK_LINE
+
+
+_FALLBACK_ERROR = {"code": "internal", "message": "the reply could not be encoded",
+                   "details": {}}
+_FALLBACK_LINE = (
+    b'{"id":null,"ok":false,"error":{"code":"internal",'
+    b'"message":"the reply could not be encoded","details":{}}}\n'
+)
+
+
 def _line(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    try:
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.encode("utf-8") + b"\n"
+    except (TypeError, ValueError, RecursionError) as error:  # UnicodeEncodeError too
+        raise EncodeError(f"reply cannot be encoded: {type(error).__name__}") from None

@@ -63,6 +63,16 @@ def assert_unchanged(daemon: Daemon) -> None:
         (b'{"op": "write", "path": "notes/' + b"d/" * 80 + b'x", "content": "x"}\n',
          "invalid", "deeper"),
         (b'{"op": "write", "path": "notes/big", "content_b64": "!!!"}\n', "invalid", "base64"),
+        # issue 12: each of these ended the daemon (mount unmounted, socket removed)
+        (b'{"op": "whoami", "id": ' + b"9" * 5000 + b"}\n", "invalid", "digits"),
+        (b'{"op": "read", "path": "notes/keep.md", "offset": ' + b"9" * 5000 + b"}\n",
+         "invalid", "digits"),
+        (b'{"op":"whoami","id":"\\ud800"}\n', "invalid", "surrogate"),
+        (b'{"op":"nope","id":"\\udcff"}\n', "invalid", "surrogate"),
+        # ... and this one was an `internal` error with a traceback
+        (b'{"op": "write", "path": "notes/keep.md", "content": "x\\ud800", "force": true}\n',
+         "invalid", "surrogate"),
+        (b'{"op": "whoami", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}\n", "invalid", ""),
     ],
 )
 def test_malformed_requests(daemon: Daemon, payload: bytes, code: str, fragment: str) -> None:

@@ -91,3 +91,87 @@ def test_replies_are_single_json_lines() -> None:
     err = json.loads(p.encode_error(None, "conflict", "stale", {"current_digest": "x"}))
     assert err["error"] == {"code": "conflict", "message": "stale",
                             "details": {"current_digest": "x"}}
+
+
+# -- issue 12: lines that used to escape the decoder or break the reply encoder --------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # 5,000 digits: past Python's int-parsing limit (a plain ValueError before)
+        b'{"op": "whoami", "id": ' + b"9" * 5000 + b"}",
+        b'{"op": "read", "path": "notes/a", "offset": ' + b"9" * 5000 + b"}",
+        b'{"op": "read", "path": "notes/a", "limit": -' + b"1" * 5000 + b"}",
+        b'{"op": "read", "path": ' + b"7" * 5000 + b"}",
+        b'{"op": "whoami", "x": [' + b"1" * 5000 + b"]}",
+        b'{"op": "read", "path": "notes/a", "offset": 123456789012345678901}',  # 21 digits
+        b'{"op": "whoami", "id": 1.' + b"5" * 5000 + b"}",
+        b'{"op": "read", "path": "notes/a", "offset": NaN}',
+        b'{"op": "read", "path": "notes/a", "offset": -Infinity}',
+    ],
+)
+def test_absurd_numbers_are_invalid_not_a_crash(line: bytes) -> None:
+    with pytest.raises(p.ProtocolError) as caught:
+        p.decode_request(line)
+    assert caught.value.code == "invalid"
+    assert caught.value.request_id is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        rb'{"op": "whoami", "id": "\ud800"}',  # the id is echoed back: it could not be
+        rb'{"op": "nope", "id": "\udcff"}',  # ... and the error reply failed the same way
+        rb'{"op": "write", "path": "notes/a", "content": "x\ud800y"}',  # was `internal`
+        rb'{"op": "write", "path": "notes/a", "content": "\udc80"}',
+        rb'{"op": "search", "args": ["\udfff"]}',
+        rb'{"op": "whoami", "\ud83d": 1}',  # a key
+        rb'{"op": "list", "patterns": [["\ude00"]]}',
+        rb'{"op": "read", "path": "notes/\ud800"}',
+    ],
+)
+def test_lone_surrogates_are_invalid_at_decode(line: bytes) -> None:
+    with pytest.raises(p.ProtocolError) as caught:
+        p.decode_request(line)
+    assert caught.value.code == "invalid"
+    assert "surrogate" in caught.value.message
+    reply = p.encode_error(caught.value.request_id, "invalid", caught.value.message)
+    assert json.loads(reply)["ok"] is False  # and the reply can always be encoded
+
+
+def test_a_surrogate_pair_is_fine() -> None:
+    request = p.decode_request(rb'{"op": "write", "path": "notes/a", "content": "\ud83d\ude00"}')
+    assert isinstance(request, p.WriteRequest)
+    assert request.data() == "\U0001f600".encode()
+
+
+def test_nesting_is_bounded() -> None:
+    deep = b'{"op": "whoami", "x": ' + b"[" * 40 + b"]" * 40 + b"}"
+    with pytest.raises(p.ProtocolError, match="nests deeper"):
+        p.decode_request(deep)
+    shallow = b'{"op": "list", "patterns": ' + b"[" * 3 + b"]" * 3 + b"}"
+    with pytest.raises(p.ProtocolError, match="patterns"):
+        p.decode_request(shallow)  # within the bound: an ordinary validation error
+
+
+@pytest.mark.parametrize("bad_id", [True, "x" * 257, 1.5, [1], {"a": 1}])
+def test_only_valid_ids_are_echoed(bad_id: object) -> None:
+    line = json.dumps({"op": "whoami", "id": bad_id}).encode()
+    with pytest.raises(p.ProtocolError) as caught:
+        p.decode_request(line)
+    assert caught.value.request_id is None
+
+
+def test_an_unencodable_reply_raises_encode_error_and_the_fallback_never_fails() -> None:
+    with pytest.raises(p.EncodeError):
+        p.encode_ok(1, {"text": "\ud800"})
+    with pytest.raises(p.EncodeError):
+        p.encode_ok(1, {"value": float("nan")})
+    with pytest.raises(p.EncodeError):
+        p.encode_error(1, "no_such_code", "x")
+    for request_id in (7, "abc", None, "\ud800", "x" * 10_000):
+        reply = json.loads(p.fallback_line(request_id))  # type: ignore[arg-type]
+        assert reply["ok"] is False
+        assert reply["error"]["code"] == "internal"
+        assert reply["id"] in (request_id, None)
