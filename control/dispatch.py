@@ -194,7 +194,8 @@ class Dispatcher(HistoryRequests, MemoryRequests):
         stores = {name: self.engine.store_dir(name) for name in self.engine.readable_stores(agent)}
         try:
             outcome = tools.search(stores, request.args, known=self.engine.config.stores,
-                                   hidden=self.engine.planted)
+                                   hidden=self.engine.planted,
+                                   mount=str(self.engine.config.mount))
         except StoreNotReadable as error:
             # A search naming a store the agent cannot read is permission_denied (the
             # jail, which sees only the readable stores, would call it invalid).

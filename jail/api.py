@@ -157,6 +157,7 @@ class Jail:
         *,
         known: Collection[str] | None = None,
         hidden: Callable[[str], Collection[str]] | None = None,
+        mount: str | None = None,
     ) -> SearchResult:
         """Run ripgrep with the user's ``args`` over ``stores`` (name -> directory; only
         the stores the agent may read). Output paths read ``STORE/PATH``.
@@ -166,6 +167,8 @@ class Jail:
         naming no store at all (BadArguments); the arguments are parsed once, here.
         ``hidden(store)`` gives the paths in a store never to search (planted special
         files, hard links): rg skips them, and a path argument naming one is refused.
+        ``mount`` (the configured mount point) is accepted as a path prefix like
+        ``/memory``.
 
         Raises BadArguments (refused flag or path), JailLimit (timeout, CPU, memory),
         ToolFailed (rg error with no output at all), JailError (launcher gone).
@@ -176,7 +179,8 @@ class Jail:
             if name in ("", ".", "..") or "/" in name or "\0" in name:
                 raise BadArguments(f"bad store name {name!r}")
         command = rg_args.parse(
-            args, stores, self.settings.max_threads, default_threads=self._threads, known=known
+            args, stores, self.settings.max_threads, default_threads=self._threads, known=known,
+            mount=mount,
         )
         if not command.stores:
             return SearchResult(b"", 1, False, "")

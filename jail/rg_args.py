@@ -211,6 +211,7 @@ def parse(
     *,
     default_threads: int | None = None,
     known: Collection[str] | None = None,
+    mount: str | None = None,
 ) -> RgCommand:
     """Validate ``args`` against the allow-list and the readable ``stores``.
 
@@ -224,7 +225,9 @@ def parse(
 
     Accepts rg's syntax: options (``-iw``, ``-C2``, ``-A 3``, ``--glob=X``, ``--glob X``)
     anywhere before ``--``, then a pattern unless ``-e``/``--files`` etc. is given, then
-    paths ``STORE``, ``STORE/PATH`` or ``/memory/STORE/PATH``. No path means every store.
+    paths ``STORE``, ``STORE/PATH`` or ``/memory/STORE/PATH`` (or ``MOUNT/STORE/PATH``
+    when ``mount`` names the configured mount point; ``/memory`` or ``MOUNT`` alone
+    means every store). No path means every store.
     Raises BadArguments with a message naming the flag or path at fault.
     """
     if sum(len(a.encode("utf-8", "surrogateescape")) + 1 for a in args) > MAX_ARGS_BYTES:
@@ -265,7 +268,7 @@ def parse(
         if not positionals:
             raise BadArguments("no search pattern given")
         patterns.append(positionals.pop(0))
-    paths, used, named = _paths(positionals, stores, known)
+    paths, used, named = _paths(positionals, stores, known, mount)
     return RgCommand(tuple(options), tuple(patterns), paths, used, threads, named)
 
 
@@ -312,10 +315,16 @@ def _refuse(name: str, as_typed: str) -> None:
 
 
 def _paths(
-    raw: list[str], stores: Collection[str], known: Collection[str] | None = None
+    raw: list[str],
+    stores: Collection[str],
+    known: Collection[str] | None = None,
+    mount: str | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """Map path arguments to ``STORE[/PATH]`` strings; none means every store. Returns
     (paths, stores read, stores named by a path)."""
+    prefixes = [MOUNT_PREFIX]
+    if mount and mount.rstrip("/") and mount.rstrip("/") + "/" != MOUNT_PREFIX:
+        prefixes.append(mount.rstrip("/") + "/")
     if not raw:
         every = tuple(sorted(stores))
         return every, every, ()
@@ -325,15 +334,19 @@ def _paths(
     denied: set[str] = set()
     for path in raw:
         text = path
-        if text in ("/memory", "/memory/"):
+        if any(text in (prefix, prefix[:-1]) for prefix in prefixes):
             every = tuple(sorted(stores))
             paths += every
             used.update(every)
             continue
-        if text.startswith(MOUNT_PREFIX):
-            text = text[len(MOUNT_PREFIX) :]
-        elif text.startswith("/"):
-            raise BadArguments(f"path {path!r}: absolute paths must start with /memory/")
+        for prefix in prefixes:
+            if text.startswith(prefix):
+                text = text[len(prefix) :]
+                break
+        else:
+            if text.startswith("/"):
+                where = " or ".join(prefixes)
+                raise BadArguments(f"path {path!r}: absolute paths must start with {where}")
         parts = [p for p in text.split("/") if p not in ("", ".")]
         if not parts:
             raise BadArguments(f"path {path!r} names no store")

@@ -210,3 +210,24 @@ def test_search_with_no_readable_store(jail: Jail, stores: dict[str, Path]) -> N
         jail.search({}, ["foo", "B"], known=("A", "B"))
     with pytest.raises(BadArguments, match="--pre"):
         jail.search({}, ["--pre", "/bin/sh", "x"], known=("A",))
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/mnt/where/configured/A/notes", ("A/notes",)),
+        ("/mnt/where/configured/B", ("B",)),
+        ("/mnt/where/configured", ("A", "B")),
+        ("/mnt/where/configured/", ("A", "B")),
+        ("/memory/A", ("A",)),  # the default mount point is still accepted
+    ],
+)
+def test_the_configured_mount_prefix_is_accepted(path: str, expected: tuple[str, ...]) -> None:
+    command = parse(["foo", path], STORES, mount="/mnt/where/configured")
+    assert command.paths == expected
+
+
+@pytest.mark.parametrize("path", ["/mnt/where/configuredX/A", "/mnt/where/A", "/mnt/where"])
+def test_only_the_configured_mount_prefix_is_accepted(path: str) -> None:
+    with pytest.raises(BadArguments, match="/mnt/where/configured/"):
+        parse(["foo", path], STORES, mount="/mnt/where/configured")

@@ -119,3 +119,18 @@ def test_unknown_flag_and_missing_pattern(memory: Memory) -> None:
     assert code == 2 and "--frobnicate" in err
     code, _, err = memory.grep(UID_A)
     assert code == 2 and "PATTERN" in err
+
+
+def test_paths_under_the_configured_mount_point_are_accepted(memory: Memory) -> None:
+    """The daemon's mount is not /memory here: grep takes its paths like other commands
+    take theirs (`memfs grep PATTERN MOUNT/notes` used to be refused)."""
+    mount = memory.daemon.config["mount"]
+    assert mount != "/memory"
+    code, out, err = memory.grep(UID_A, "-l", "payments", f"{mount}/notes")
+    assert code == 0, err
+    assert lines(out) == {"notes/queue.md", "notes/runbook.md"}
+    code, out, err = memory.grep(UID_A, "-l", "deploy", mount)
+    assert code == 0, err
+    assert lines(out) == {"ops/deploy.md"}
+    done = memory.grep(UID_A, "payments", "/elsewhere/notes")
+    assert done[0] == 2 and "must start with" in done[2]
