@@ -77,6 +77,13 @@ class TooLargeError(MemfsClientError):
     code = "too_large"
 
 
+class BusyError(MemfsClientError):
+    """A daemon limit was reached (connections, buffered requests, jailed runs at
+    once); nothing was done and the same call may succeed a moment later."""
+
+    code = "busy"
+
+
 class InternalError(MemfsClientError):
     code = "internal"
 
@@ -88,7 +95,7 @@ class ConnectionFailed(MemfsClientError):
 _BY_CODE: dict[str, type[MemfsClientError]] = {
     cls.code: cls
     for cls in (ConflictError, LeaseHeldError, LeaseLostError, PermissionDeniedError,
-                NotFoundError, InvalidError, TooLargeError, InternalError)
+                NotFoundError, InvalidError, TooLargeError, BusyError, InternalError)
 }
 
 
@@ -148,6 +155,21 @@ class Client:
         line, _, self._pending = b"".join(chunks).partition(b"\n")
         return line
 
+    def _last_words(self) -> bytes:
+        """A complete line the daemon sent before the connection broke, or b"".
+        Never blocks."""
+        data = self._pending
+        try:
+            while b"\n" not in data:
+                chunk = self._sock.recv(1 << 16, _socket.MSG_DONTWAIT)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        line, newline, self._pending = data.partition(b"\n")
+        return line if newline else b""
+
     def __enter__(self) -> Client:
         return self
 
@@ -163,7 +185,11 @@ class Client:
                 self._sock.sendall(line)
                 reply_line = self._readline()
             except OSError as error:
-                raise ConnectionFailed(f"connection to the daemon failed: {error}") from None
+                # A daemon over its connection limit sends one error line and closes:
+                # report that line rather than the broken pipe it causes.
+                reply_line = self._last_words()
+                if not reply_line:
+                    raise ConnectionFailed(f"connection to the daemon failed: {error}") from None
         if not reply_line:
             raise ConnectionFailed("the daemon closed the connection")
         reply = jsonlite.loads(reply_line.decode())

@@ -54,6 +54,7 @@ def _jail_codes() -> list[tuple[type[BaseException], str]]:
     except ImportError:  # pragma: no cover - the jail ships with memfs
         return []
     return [
+        (errors.JailBusy, "busy"),
         (errors.BadArguments, "invalid"),
         (errors.JailLimit, "invalid"),
         (errors.ToolFailed, "invalid"),

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from control.client import (
+    BusyError,
     Client,
     ConflictError,
     ConnectionFailed,
@@ -254,6 +255,10 @@ class MemoryTools:
                 "use storage_list to see existing files.", True)
         except (InvalidError, TooLargeError) as error:
             return ToolOutcome(f"Invalid request: {error.message}", True)
+        except BusyError as error:
+            return ToolOutcome(
+                f"memfs is busy: {error.message}. Nothing was done; wait a moment and "
+                "retry the same call.", True)
         except ConnectionFailed as error:
             text = f"memfs is unreachable: {error.message}"
             if verb in ("write", "upload"):

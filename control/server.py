@@ -4,17 +4,34 @@ The caller's identity is the uid the kernel reports for the peer (SO_PEERCRED), 
 once per connection. Requests are decoded here and carried out by the Dispatcher in
 a worker thread, so a slow disk never stalls other clients or the FUSE loop, and a
 commit that started always finishes (worker threads are not abandoned on cancel),
-even if its client vanished. A malformed or oversized line gets an error reply; the
-rest of an oversized line is read and dropped, and the connection carries on.
+even if its client vanished.
+
+What one client can do to the others is bounded (``ServerLimits``):
+
+- connections: in all, per uid, and far fewer for a uid mapped to no agent; over a
+  limit the connection is accepted, sent one ``busy`` error line and closed (never
+  left in the backlog), and a rate-limited warning is logged;
+- request lines: each connection's unfinished line is capped (an unknown uid's much
+  lower), scanned for its newline once per byte, and the bytes held for unfinished
+  lines by all connections together are capped; a line over a cap gets ``too_large``
+  (or ``busy`` for the shared cap), the rest of it is read and dropped, and the
+  connection carries on;
+- failures: any exception while decoding, dispatching or encoding one request becomes
+  an error reply and a log line, and any exception in one connection's task ends that
+  connection only. Nothing a client sends ends the server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import socket as stdsocket
 import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
@@ -25,10 +42,29 @@ from control.dispatch import Dispatcher
 log = logging.getLogger("memfs.control")
 
 READ_CHUNK = 256 * 1024
+# An unfinished line this small never counts against the shared buffer cap, so small
+# requests are never refused for lack of buffer space.
+SMALL_LINE = 64 * 1024
+# Errors of accept() that mean "out of something": wait a moment, then go on.
+_ACCEPT_EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+_ACCEPT_ROUTINE = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR, errno.EAGAIN}
 
 
 class SocketInUse(Exception):
     """Another live daemon already listens on the socket path."""
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """The resolved limits of one server (see memfs.config.LimitsConfig)."""
+
+    max_line: int  # longest request line from an agent or delegate uid
+    max_line_unknown_uid: int = 64 * 1024
+    max_connections: int = 1024
+    max_connections_per_uid: int = 64
+    max_connections_unknown_uid: int = 4
+    max_connections_unknown: int = 64
+    max_buffered_bytes: int = 256 * 1024 * 1024
 
 
 def peer_uid(sock: trio.socket.SocketType) -> int:
@@ -70,10 +106,86 @@ async def open_listener(path: Path) -> trio.SocketListener:
     return trio.SocketListener(sock)
 
 
+class ConnectionTable:
+    """Counts open connections per uid and admits new ones within the limits.
+
+    Pure bookkeeping, used from the trio thread only. ``known(uid)`` tells an agent or
+    delegate uid from an unknown one.
+    """
+
+    def __init__(self, limits: ServerLimits, known: Callable[[int], bool]) -> None:
+        self.limits = limits
+        self.known = known
+        self.total = 0
+        self.unknown = 0
+        self.by_uid: dict[int, int] = {}
+
+    def admit(self, uid: int) -> str | None:
+        """Count a new connection from ``uid`` and return None, or return why it is
+        refused (and count nothing)."""
+        limits = self.limits
+        mine = self.by_uid.get(uid, 0)
+        known = self.known(uid)
+        if self.total >= limits.max_connections:
+            return f"the daemon has its maximum of {limits.max_connections} connections open"
+        if known and mine >= limits.max_connections_per_uid:
+            return f"uid {uid} has its maximum of {limits.max_connections_per_uid} connections open"
+        if not known:
+            if mine >= limits.max_connections_unknown_uid:
+                return (f"uid {uid} is not mapped to any agent and has its maximum of "
+                        f"{limits.max_connections_unknown_uid} connections open")
+            if self.unknown >= limits.max_connections_unknown:
+                return ("uids not mapped to any agent have their maximum of "
+                        f"{limits.max_connections_unknown} connections open")
+            self.unknown += 1
+        self.total += 1
+        self.by_uid[uid] = mine + 1
+        return None
+
+    def release(self, uid: int) -> None:
+        """Forget one connection of ``uid`` admitted before."""
+        self.total -= 1
+        if not self.known(uid):
+            self.unknown -= 1
+        left = self.by_uid[uid] - 1
+        if left:
+            self.by_uid[uid] = left
+        else:
+            del self.by_uid[uid]
+
+
+class RateLimitedLog:
+    """Logs a warning at most once per ``interval`` seconds, counting the rest."""
+
+    def __init__(self, interval: float = 10.0) -> None:
+        self.interval = interval
+        self._next = 0.0
+        self._suppressed = 0
+
+    def warning(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._suppressed += 1
+            return
+        if self._suppressed:
+            message += f" ({self._suppressed} more like it since the last warning)"
+        log.warning(message, *args)
+        self._next = now + self.interval
+        self._suppressed = 0
+
+
 class ControlServer:
-    def __init__(self, dispatcher: Dispatcher, max_line: int) -> None:
+    def __init__(self, dispatcher: Dispatcher, max_line: int | ServerLimits) -> None:
         self.dispatcher = dispatcher
-        self.max_line = max_line
+        self.limits = max_line if isinstance(max_line, ServerLimits) else ServerLimits(max_line)
+        config = dispatcher.engine.config
+        self.connections = ConnectionTable(
+            self.limits,
+            lambda uid: uid in config.delegates or config.agent_for_uid(uid) is not None,
+        )
+        self.buffered = 0  # bytes of unfinished lines held by all connections
+        self._refusals = RateLimitedLog()
+        self._accept_errors = RateLimitedLog()
 
     async def serve(
         self,
@@ -81,48 +193,133 @@ class ControlServer:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        """Accept connections until cancelled; never ends for anything a client does."""
         task_status.started()
-        await trio.serve_listeners(self._client, [listener])
+        try:
+            async with trio.open_nursery() as nursery:
+                while True:
+                    sock = await self._accept(listener.socket)
+                    if sock is not None:
+                        self._admit(nursery, sock)
+        finally:
+            listener.socket.close()
 
-    async def _client(self, stream: trio.SocketStream) -> None:
-        async with stream:
-            try:
-                uid = peer_uid(stream.socket)
+    async def _accept(self, listener: trio.socket.SocketType) -> trio.socket.SocketType | None:
+        try:
+            sock, _ = await listener.accept()
+        except OSError as error:
+            if error.errno in _ACCEPT_ROUTINE:
+                return None
+            # Should not happen (fd_reserve keeps descriptors free); never spin on it.
+            self._accept_errors.warning("control socket: accept failed: %s", error)
+            await trio.sleep(0.1 if error.errno in _ACCEPT_EXHAUSTED else 0.01)
+            return None
+        return sock
+
+    def _admit(self, nursery: trio.Nursery, sock: trio.socket.SocketType) -> None:
+        try:
+            uid = peer_uid(sock)
+        except OSError:
+            sock.close()
+            return
+        refused = self.connections.admit(uid)
+        if refused is not None:
+            self._refusals.warning("control socket: refused a connection from uid %d: %s",
+                                   uid, refused)
+            _refuse(sock, reason=f"too many connections: {refused}")
+            return
+        nursery.start_soon(self._client, sock, uid)
+
+    async def _client(self, sock: trio.socket.SocketType, uid: int) -> None:
+        try:
+            stream = trio.SocketStream(sock)
+            async with stream:
                 await self._loop(stream, uid)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-                pass  # the client went away; nothing of ours is left half-done
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            pass  # the client went away; nothing of ours is left half-done
+        except Exception:
+            log.exception("control socket: connection from uid %d ended by an error", uid)
+        finally:
+            sock.close()
+            self.connections.release(uid)
 
     async def _loop(self, stream: trio.SocketStream, uid: int) -> None:
+        """Read request lines and answer each in turn. The newline search covers each
+        byte once (``scanned``); an unfinished line never holds more than the
+        connection's cap plus one byte (reads are sized to the room left), and no
+        line over the cap is decoded."""
+        known = self.connections.known(uid)
+        max_line = self.limits.max_line if known else self.limits.max_line_unknown_uid
         buffer = bytearray()
-        discarding = False  # inside an oversized line: drop bytes up to its newline
-        while True:
-            newline = buffer.find(b"\n")
-            if discarding:
-                if newline < 0:
-                    buffer.clear()
-                else:
-                    del buffer[: newline + 1]
+        scanned = 0  # buffer[:scanned] holds no newline
+        held = 0  # this connection's share of self.buffered
+        discarding = False  # inside a refused line: drop bytes up to its newline
+        try:
+            while True:
+                room = READ_CHUNK if discarding else min(READ_CHUNK, max_line + 1 - len(buffer))
+                chunk = await stream.receive_some(room)
+                if not chunk:
+                    return
+                if discarding:
+                    newline = chunk.find(b"\n")
+                    if newline < 0:
+                        continue
+                    chunk = chunk[newline + 1 :]
                     discarding = False
-                    continue
-            elif newline > self.max_line or (newline < 0 and len(buffer) > self.max_line):
-                message = f"request line longer than {self.max_line} bytes"
-                await stream.send_all(p.encode_error(None, "too_large", message))
-                discarding = True
-                continue
-            elif newline >= 0:
-                line = bytes(buffer[:newline])
-                del buffer[: newline + 1]
-                if line.strip():
-                    await stream.send_all(await self._reply(uid, line))
-                continue
-            chunk = await stream.receive_some(READ_CHUNK)
-            if not chunk:
-                return
-            buffer += chunk
+                buffer += chunk
+                start = 0
+                while (newline := buffer.find(b"\n", scanned)) >= 0:
+                    with memoryview(buffer) as view:
+                        line = bytes(view[start:newline])
+                    start = scanned = newline + 1
+                    if len(line) > max_line:  # only just after a dropped line
+                        await stream.send_all(p.encode_error(
+                            None, "too_large", f"request line longer than {max_line} bytes"))
+                    elif line and not line.isspace():
+                        await stream.send_all(await self._reply(uid, line))
+                del buffer[:start]
+                scanned = len(buffer)
+                refusal = None
+                if len(buffer) > max_line:
+                    refusal = p.encode_error(
+                        None, "too_large", f"request line longer than {max_line} bytes")
+                elif (len(buffer) > SMALL_LINE
+                      and self.buffered - held + len(buffer) > self.limits.max_buffered_bytes):
+                    refusal = p.encode_error(
+                        None, "busy", "the daemon holds too many large unfinished requests; "
+                        "retry later")
+                if refusal is not None:
+                    buffer = bytearray()
+                    scanned = 0
+                    discarding = True
+                self.buffered += len(buffer) - held
+                held = len(buffer)
+                if refusal is not None:
+                    await stream.send_all(refusal)
+        finally:
+            self.buffered -= held
 
     async def _reply(self, uid: int, line: bytes) -> bytes:
+        """The reply line to one request line; never raises (but Cancelled)."""
+        request_id: int | str | None = None
         try:
-            request = p.decode_request(line)
-        except p.ProtocolError as error:
-            return p.encode_error(error.request_id, error.code, error.message)
-        return await trio.to_thread.run_sync(self.dispatcher.handle, uid, request)
+            try:
+                request = p.decode_request(line)
+            except p.ProtocolError as error:
+                return p.encode_error(error.request_id, error.code, error.message)
+            request_id = request.id
+            return await trio.to_thread.run_sync(self.dispatcher.handle, uid, request)
+        except Exception:
+            log.exception("control socket: request from uid %d failed", uid)
+            return p.fallback_line(request_id)
+
+
+def _refuse(sock: trio.socket.SocketType, reason: str) -> None:
+    """Send one ``busy`` error line without waiting, then close the connection. The
+    client reads the line even if it had sent a request (it is queued before the
+    reset)."""
+    raw = stdsocket.socket(fileno=sock.detach())
+    with raw:
+        raw.setblocking(False)
+        with contextlib.suppress(OSError):
+            raw.send(p.encode_error(None, "busy", reason))

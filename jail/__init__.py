@@ -13,13 +13,21 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jail.api import Jail
-    from jail.errors import BadArguments, JailError, JailLimit, JailUnavailable, ToolFailed
+    from jail.errors import (
+        BadArguments,
+        JailBusy,
+        JailError,
+        JailLimit,
+        JailUnavailable,
+        ToolFailed,
+    )
     from jail.results import SearchResult
     from jail.settings import JailSettings
 
 __all__ = [
     "BadArguments",
     "Jail",
+    "JailBusy",
     "JailError",
     "JailLimit",
     "JailSettings",
@@ -33,6 +41,7 @@ _WHERE = {
     "SearchResult": "jail.results",
     "JailSettings": "jail.settings",
     "BadArguments": "jail.errors",
+    "JailBusy": "jail.errors",
     "JailError": "jail.errors",
     "JailLimit": "jail.errors",
     "JailUnavailable": "jail.errors",

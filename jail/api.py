@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 
 from jail import landlock, rg_args, sed_script
-from jail.errors import BadArguments, JailError, JailUnavailable
+from jail.errors import BadArguments, JailBusy, JailError, JailUnavailable
 from jail.pump import pump, verdict
 from jail.results import Run, SearchResult, search_result, sed_output
 from jail.settings import JailSettings
@@ -46,6 +46,8 @@ class Jail:
         self._process = process
         self._tools = tools or {}
         self._send_lock = threading.Lock()
+        limit = settings.max_concurrent_runs
+        self._runs = threading.BoundedSemaphore(limit) if limit is not None else None
         self._life_lock = threading.Lock()  # (re)starting and closing the launcher
         self._closed = False
         self.restarts = 0  # launchers started after the first one
@@ -171,7 +173,8 @@ class Jail:
         ``/memory``.
 
         Raises BadArguments (refused flag or path), JailLimit (timeout, CPU, memory),
-        ToolFailed (rg error with no output at all), JailError (launcher gone).
+        ToolFailed (rg error with no output at all), JailBusy (too many runs at once),
+        JailError (launcher gone).
         """
         if not stores and known is None:
             return SearchResult(b"", 1, False, "")
@@ -201,7 +204,8 @@ class Jail:
         """Return the output of ``sed --sandbox -e S1 -e S2 ...`` on ``data``.
 
         Raises BadArguments (refused script, or sed's own error, quoted), JailLimit
-        (timeout, CPU, memory, output over ``sed_output_limit``), ToolFailed, JailError.
+        (timeout, CPU, memory, output over ``sed_output_limit``), ToolFailed, JailBusy
+        (too many runs at once), JailError.
         """
         sed_script.check(scripts)
         argv = ["sed", "--sandbox"]
@@ -223,7 +227,28 @@ class Jail:
         limit: int,
     ) -> Run:
         """Send one request to the launcher, feed stdin, collect stdout (up to ``limit``:
-        past it the tool is stopped and ``over_limit`` set), stderr and the verdict."""
+        past it the tool is stopped and ``over_limit`` set), stderr and the verdict.
+        Raises JailBusy, without waiting, when ``max_concurrent_runs`` are under way."""
+        if self._runs is None:
+            return self._run_now(tool, argv, names, stores, stdin, limit)
+        if not self._runs.acquire(blocking=False):
+            raise JailBusy(
+                f"{self.settings.max_concurrent_runs} searches or sed edits are running "
+                "already; retry in a moment")
+        try:
+            return self._run_now(tool, argv, names, stores, stdin, limit)
+        finally:
+            self._runs.release()
+
+    def _run_now(
+        self,
+        tool: str,
+        argv: list[str],
+        names: Sequence[str],
+        stores: Mapping[str, Path],
+        stdin: bytes | None,
+        limit: int,
+    ) -> Run:
         self._ensure_launcher()
         reply_sock, reply_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         stdin_r, stdin_w = os.pipe()

@@ -37,6 +37,11 @@ class JailLimit(JailError):
     (for sed) the output size limit. Nothing is returned in that case."""
 
 
+class JailBusy(JailError):
+    """``max_concurrent_runs`` tool runs are under way already; nothing was run. The
+    same call may succeed once one of them has finished."""
+
+
 class ToolFailed(JailError):
     """The tool ran and failed on its own: rg exited with status 2 (error messages in
     ``stderr``), sed exited with an unexpected status, or was killed by a signal."""

@@ -28,6 +28,7 @@ EXIT_BY_CODE = {
     "not_found": EXIT_NOT_FOUND,
     "invalid": EXIT_USAGE,
     "too_large": EXIT_USAGE,
+    "busy": EXIT_ERROR,  # a daemon limit: retry later
 }
 
 

@@ -84,6 +84,31 @@ class ScansConfig(_Strict):
     max_opens_per_second: int = Field(default=64, ge=0)
 
 
+class LimitsConfig(_Strict):
+    """Limits that keep one local user from starving the others (the control socket
+    is open to every local uid). An *unknown* uid is one mapped to no agent and not
+    a delegate: it can do nothing but be told so, and gets very little."""
+
+    # Control connections open at once: in all, per agent or delegate uid, per unknown
+    # uid, and for all unknown uids together. Over a limit, a new connection gets one
+    # ``busy`` error line and is closed.
+    max_connections: int = Field(default=1024, ge=1)
+    max_connections_per_uid: int = Field(default=64, ge=1)
+    max_connections_unknown_uid: int = Field(default=4, ge=0)
+    max_connections_unknown: int = Field(default=64, ge=0)
+    # Longest request line from an unknown uid (an agent's follows max_file_size).
+    max_line_unknown_uid: int = Field(default=64 * 1024, ge=1024)
+    # Bytes of unfinished request lines held for all connections together; a large
+    # line that would go past it is answered ``busy`` and dropped.
+    max_buffered_bytes: int = Field(default=256 * MiB, ge=1 * MiB)
+    # Jailed tool runs (rg searches and sed edits) at once; more get ``busy``.
+    max_jail_runs: int = Field(default=4, ge=1, le=256)
+    # File descriptors never given to connections: kept for the mount's open files,
+    # the engine and the jail. max_connections is lowered to fit the open-file limit
+    # (whose soft value the daemon raises to the hard one at start).
+    fd_reserve: int = Field(default=512, ge=64)
+
+
 class Config(_Strict):
     root: Path
     mount: Path = Path("/memory")
@@ -97,6 +122,7 @@ class Config(_Strict):
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     jail: JailConfig = Field(default_factory=JailConfig)
     scans: ScansConfig = Field(default_factory=ScansConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
     @field_validator("root", "mount", "socket")
     @classmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -16,7 +17,13 @@ from pathlib import Path
 import trio
 
 from control.dispatch import Dispatcher
-from control.server import ControlServer, SocketInUse, max_line_bytes, open_listener
+from control.server import (
+    ControlServer,
+    ServerLimits,
+    SocketInUse,
+    max_line_bytes,
+    open_listener,
+)
 from jail import Jail, JailError, JailSettings
 from memfs.config import Config, ConfigError, load_config
 from memfs.memory.model import Memory
@@ -63,12 +70,57 @@ def start_jail(config: Config) -> Jail:
         gid=config.jail.gid,
         timeout_seconds=config.jail.timeout_seconds,
         output_limit_bytes=config.jail.search_output_limit,
+        max_concurrent_runs=config.limits.max_jail_runs,
     )
     return Jail.start(settings)
 
 
+MIN_CONNECTIONS = 8
+
+
+def raise_fd_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; return the soft limit now in
+    force (unchanged if raising fails)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (OSError, ValueError) as error:
+            log.warning("cannot raise the open-file limit from %d to %d: %s", soft, target, error)
+    return soft
+
+
+def server_limits(config: Config, fd_limit: int) -> ServerLimits:
+    """The control server's limits: the config's, with max_connections lowered so that
+    ``limits.fd_reserve`` descriptors always stay free for the mount, the engine and
+    the jail. Raises MemfsError if ``fd_limit`` leaves fewer than MIN_CONNECTIONS."""
+    limits = config.limits
+    room = fd_limit - limits.fd_reserve
+    if room < MIN_CONNECTIONS:
+        raise MemfsError(
+            f"the open-file limit ({fd_limit}) leaves no room for connections after "
+            f"limits.fd_reserve ({limits.fd_reserve}): raise RLIMIT_NOFILE (ulimit -n) "
+            "or lower fd_reserve")
+    connections = min(limits.max_connections, room)
+    if connections < limits.max_connections:
+        log.warning("max_connections lowered to %d to fit the open-file limit (%d) "
+                    "and fd_reserve (%d)", connections, fd_limit, limits.fd_reserve)
+    return ServerLimits(
+        max_line=max_line_bytes(config.max_file_size),
+        max_line_unknown_uid=limits.max_line_unknown_uid,
+        max_connections=connections,
+        max_connections_per_uid=limits.max_connections_per_uid,
+        max_connections_unknown_uid=limits.max_connections_unknown_uid,
+        max_connections_unknown=limits.max_connections_unknown,
+        max_buffered_bytes=limits.max_buffered_bytes,
+    )
+
+
 async def run(config: Config, *, mount: bool = True, banner: str | None = None) -> None:
     """Serve until SIGINT/SIGTERM. Returns after everything is torn down."""
+    limits = server_limits(config, raise_fd_limit())
     engine = Engine(config)
     jail = None
     listener = None
@@ -87,7 +139,7 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
                 await nursery.start(serve_mount, engine, config.mount)
             nursery.start_soon(sweep_seen_records, engine)
             nursery.start_soon(maintain_history, engine)
-            server = ControlServer(dispatcher, max_line_bytes(config.max_file_size))
+            server = ControlServer(dispatcher, limits)
             await nursery.start(server.serve, listener)
             where = f"mount {config.mount}, " if mount else ""
             log.info("serving: %ssocket %s, root %s", where, config.socket, config.root)

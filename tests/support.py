@@ -47,12 +47,14 @@ def dump_toml(config: Mapping[str, Any]) -> str:
     lines = [f"{k} = {toml_value(v)}" for k, v in config.items() if not isinstance(v, Mapping)]
     for key, table in config.items():
         if isinstance(table, Mapping):
+            scalars = [f"{name} = {toml_value(body)}" for name, body in table.items()
+                       if not isinstance(body, Mapping)]
+            if scalars:  # e.g. [jail] or [limits]: one table, every key under it
+                lines += [f"\n[{key}]", *scalars]
             for name, body in table.items():
                 if isinstance(body, Mapping):
                     lines.append(f'\n[{key}."{name}"]')
                     lines += [f"{k} = {toml_value(v)}" for k, v in body.items()]
-                else:
-                    lines.append(f"\n[{key}]\n{name} = {toml_value(body)}")
     return "\n".join(lines) + "\n"
 
 
@@ -90,8 +92,11 @@ class Daemon:
     """A real ``memfs serve`` in a subprocess."""
 
     def __init__(self, config: Mapping[str, Any], *, mount: bool = False,
-                 config_path: Path | None = None) -> None:
+                 config_path: Path | None = None, nofile: tuple[int, int] | None = None,
+                 ) -> None:
+        """``nofile``: start the daemon with this (soft, hard) RLIMIT_NOFILE."""
         self.config = dict(config)
+        self.nofile = nofile
         self.socket = Path(self.config["socket"])
         self.mountpoint = Path(self.config.get("mount", "/memory"))
         self.mount = mount
@@ -104,6 +109,8 @@ class Daemon:
         argv = [*MEMFS, "serve", "--config", str(self.config_path)]
         if not self.mount:
             argv.append("--no-mount")
+        if self.nofile is not None:  # prlimit execs the daemon: same pid
+            argv = ["prlimit", f"--nofile={self.nofile[0]}:{self.nofile[1]}", "--", *argv]
         log = open(self.log_path, "ab")  # noqa: SIM115 - kept for the process's life
         self.proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=REPO)
         deadline = time.monotonic() + timeout

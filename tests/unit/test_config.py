@@ -53,6 +53,10 @@ def test_good_config_and_defaults() -> None:
         (with_(delegates="root"), "delegates"),
         (with_(mount="/var/lib/memfs/mnt"), "mount: must not be inside root"),
         (with_(jail={"uid": 0}), "jail.uid"),
+        (with_(limits={"max_conections": 5}), "limits.max_conections: unknown key"),
+        (with_(limits={"max_jail_runs": 0}), "limits.max_jail_runs"),
+        (with_(limits={"max_connections_per_uid": 0}), "limits.max_connections_per_uid"),
+        (with_(limits={"fd_reserve": 10}), "limits.fd_reserve"),
     ],
 )
 def test_bad_configs_name_the_key(data: dict[str, Any], fragment: str) -> None:
@@ -71,3 +75,22 @@ def test_load_config_errors(tmp_path: Path) -> None:
     good = tmp_path / "good.toml"
     good.write_text('root = "/srv/m"\n[stores.a]\n[agents.x]\nuid = 7\nstores = { a = "read" }\n')
     assert load_config(good).agents["x"].stores == {"a": "read"}
+
+
+def test_limits_defaults() -> None:
+    limits = parse_config(GOOD).limits
+    assert limits.max_connections_unknown_uid == 4
+    assert limits.max_connections_per_uid == 64
+    assert limits.max_jail_runs == 4
+    assert limits.fd_reserve == 512
+
+
+def test_connection_limits_leave_the_fd_reserve_free() -> None:
+    from memfs.daemon import server_limits  # the server stack: only this test needs it
+    from memfs.store.errors import MemfsError
+
+    config = parse_config(GOOD)
+    assert server_limits(config, 1 << 20).max_connections == 1024
+    assert server_limits(config, 1024).max_connections == 1024 - 512
+    with pytest.raises(MemfsError, match="fd_reserve"):
+        server_limits(config, 515)
