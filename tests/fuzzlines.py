@@ -14,9 +14,15 @@ import json
 import random
 from collections.abc import Callable, Iterator
 
-OPS = ["list", "read", "stat", "write", "delete", "search", "whoami"]
+OPS = ["list", "read", "stat", "write", "delete", "search", "whoami", "log", "show", "diff",
+       "restore", "session_start", "session_checkpoint", "session_handoff", "session_list",
+       "brief", "task_add", "task_list", "task_claim", "task_complete", "decision_record",
+       "decision_list"]
 FIELDS = ["id", "op", "as_agent", "path", "patterns", "offset", "limit", "encoding",
-          "content", "content_b64", "sed", "append", "force", "expect", "args"]
+          "content", "content_b64", "sed", "append", "force", "expect", "args", "rev",
+          "since", "author", "patch", "store", "session", "note", "goal", "task", "title",
+          "ttl", "decision", "reason", "max_bytes"]
+REVS = ["HEAD", "HEAD~1", "main", "0" * 40, "nope", "HEAD..main", "-p", "1970-01-01"]
 PATHS = ["notes/fuzz.md", "notes/a/b.md", "ops/x", "secret/s.txt", "notes", "/memory/notes/f",
          "notes/../ops/x", "notes/a\u0000b", "notes/" + "d/" * 70 + "x", "", "/", "notes/é ü",
          "notes/" + "x" * 300, "nope/x", "notes/.", "notes//x", "notes/\u202e.md"]
@@ -101,6 +107,27 @@ def _valid(rng: random.Random) -> dict[str, object]:
         request["append"] = "sed" not in request and rng.random() < 0.3
     elif op == "search":
         request["args"] = [rng.choice(["-i", "-l", "-c"]), rng.choice(["fuzz", "a.b", "("])]
+    elif op == "log":
+        request.update(path=rng.choice([path, "notes", None]), limit=rng.randint(1, 5),
+                       patch=rng.random() < 0.3)
+    elif op in ("show", "diff", "restore"):
+        request.update(path=path, rev=rng.choice(REVS))
+        if op == "restore":
+            request["force"] = rng.random() < 0.5
+    elif op.startswith(("session", "task", "decision", "brief")):
+        fields = {"session_start": {"goal": _text(rng)},
+                  "session_checkpoint": {"session": _text(rng, 12) or "s", "note": _text(rng)},
+                  "session_handoff": {"session": "s1", "summary": "x", "next": _text(rng)},
+                  "task_add": {"task": rng.choice(["t1", "t2", _text(rng, 12) or "t"]),
+                               "title": _text(rng) or "title"},
+                  "task_claim": {"task": "t1", "ttl": rng.choice(["45s", "2h", "0s", "99d"])},
+                  "task_complete": {"task": "t1"},
+                  "decision_record": {"title": "d", "decision": _text(rng), "reason": "r"}}
+        request.update(fields.get(op, {}))
+        if rng.random() < 0.5:
+            request["store"] = rng.choice(["team", "notes", "nope"])
+    if op in ("write", "delete", "restore") and rng.random() < 0.2:
+        request["expect"] = rng.choice(["absent", "0" * 64, "xyz"])
     if rng.random() < 0.1:
         request["as_agent"] = rng.choice(["alice", "bob", "nobody", _text(rng, 10)])
     return request
@@ -188,8 +215,8 @@ def valid(rng: random.Random) -> bytes:
     return _dumps(_valid(rng)).encode()
 
 
-KINDS: list[Callable[[random.Random], bytes]] = [
-    wrong_types, raw_splice, surrogate_strings, deep, garbage, truncated, mutated, valid,
+KINDS: list[Callable[[random.Random], bytes]] = [  # valid twice: more reach the engine
+    wrong_types, raw_splice, surrogate_strings, deep, garbage, truncated, mutated, valid, valid,
 ]
 
 

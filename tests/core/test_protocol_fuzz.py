@@ -57,10 +57,19 @@ def parse_reply(reply: bytes) -> dict[str, Any]:
     return decoded
 
 
+def fuzz_config(base: Path) -> dict[str, Any]:
+    """The standard stores and agents, plus a structured store for the memory ops."""
+    config = standard_config(base, jail={"timeout_seconds": 5})
+    config["stores"]["team"] = {"structured": True}
+    config["agents"]["alice"]["stores"]["team"] = "read_write"
+    config["agents"]["carol"]["stores"]["team"] = "read"
+    return config
+
+
 @pytest.fixture(scope="module")
 def dispatcher() -> Iterator[Dispatcher]:
     base = public_tmpdir("memfs-fuzz-")
-    config = parse_config(standard_config(base, jail={"timeout_seconds": 5}))
+    config = parse_config(fuzz_config(base))
     engine = Engine(config)
     jail = start_jail(config)
     try:
@@ -123,8 +132,7 @@ def _exchange(path: Path, uid: int, lines: list[bytes], tail: bytes) -> list[byt
 
 def test_fuzz_over_the_socket_then_the_daemon_still_serves() -> None:
     base = public_tmpdir("memfs-fuzz-")
-    config = standard_config(base, jail={"timeout_seconds": 5})
-    with Daemon(config) as daemon:
+    with Daemon(fuzz_config(base)) as daemon:
         all_lines = list(fuzzlines.lines(SEED + 1, OVER_SOCKET))
         codes: Counter[str] = Counter()
         for start in range(0, OVER_SOCKET, PER_CONNECTION):
