@@ -9,6 +9,7 @@ import contextlib
 import select
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,9 +96,19 @@ def test_connections_over_the_per_uid_limit_get_busy_and_others_are_served(
         with connect_as(UID_A, limited.socket) as alice:  # another uid is unaffected
             assert alice.whoami()["agent"] == "alice"
         bobs.pop().close()
-    with connect_as(UID_B, limited.socket) as bob:  # a slot freed is a slot again
-        assert bob.whoami()["agent"] == "bob"
-    assert limited.log().count("refused a connection") == 1  # rate-limited: one warning
+        # A slot freed is a slot again, once the daemon has seen that connection end
+        # (asynchronously: retry a bounded number of times).
+        for _ in range(1000):
+            with connect_as(UID_B, limited.socket) as bob:
+                try:
+                    assert bob.whoami()["agent"] == "bob"
+                    break
+                except BusyError:
+                    time.sleep(0.01)
+        else:
+            pytest.fail("the closed connection's slot was never freed")
+    # Warnings are rate-limited (one per 10 s): far fewer than the refusals.
+    assert 1 <= limited.log().count("refused a connection") <= 3
 
 
 def test_an_unknown_uid_gets_few_connections(limited: Daemon) -> None:
@@ -269,7 +280,8 @@ def test_jail_runs_over_the_cap_get_busy_while_other_requests_work() -> None:
                 assert "notes/during.md" in alice.list("notes/**")
         for holder in holders:
             holder.join(120)
-        assert len(outcomes) == 2 and all("time" in text for text in outcomes), outcomes
+        # Each loop ends at the jail's wall-clock or CPU-time limit, whichever comes first.
+        assert len(outcomes) == 2 and all("was stopped" in text for text in outcomes), outcomes
         with connect_as(UID_A, daemon.socket) as alice:
             assert alice.search(["-l", "needle"])["output"] == "notes/find-me.md\n"
         for client in (*loopers, *searchers):
