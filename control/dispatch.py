@@ -150,11 +150,11 @@ class Dispatcher(HistoryRequests, MemoryRequests):
             if request.offset != 1 or request.limit is not None:
                 raise InvalidInput("offset and limit page through text; not with base64")
             data, pinned = self.engine.read_bytes(agent, path)
-            result = _version_fields(request.path, pinned)
+            result = _version_fields(path, pinned)
             result["content_b64"] = base64.b64encode(data).decode("ascii")
             return result
         page, pinned = self.engine.read_page(agent, path, request.offset, request.limit)
-        result = _version_fields(request.path, pinned)
+        result = _version_fields(path, pinned)
         result.update(text=page.text, offset=page.offset, lines=page.lines,
                       total_lines=page.total_lines, next_offset=page.next_offset)
         return result
@@ -215,10 +215,10 @@ class Dispatcher(HistoryRequests, MemoryRequests):
         return self.tools
 
 
-def _version_fields(raw: str, pinned: Pinned) -> dict[str, Any]:
+def _version_fields(path: MemPath, pinned: Pinned) -> dict[str, Any]:
     version = pinned.version
     return {
-        "path": raw.removeprefix("/memory/"),
+        "path": str(path),
         "digest": version.digest,
         "size": version.size,
         "changed_since_last_read": pinned.changed_since_seen,

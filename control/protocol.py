@@ -25,8 +25,9 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
+from control.protocol_base import MAX_ID_CHARS, BaseRequest
 from control.protocol_memory import MEMORY_OPS, MEMORY_REQUESTS
 
 # Error codes, each mapped to a CLI exit code by the client.
@@ -43,7 +44,6 @@ MAX_ARG_LEN = 4096
 MAX_INT_DIGITS = 20  # up to 10**20: more than any offset, limit or id needs
 MAX_NUMBER_CHARS = 64  # a float literal (no field takes one; bounded all the same)
 MAX_NESTING = 32  # a request is an object of scalars and lists of strings: depth 2
-MAX_ID_CHARS = 256  # a string request id is echoed back in the reply
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -62,13 +62,7 @@ class EncodeError(Exception):
     sends ``fallback_line`` instead, which cannot fail."""
 
 
-class _Request(BaseModel):
-    # strict: "yes" is not a bool and "3" is not an int on this wire
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    id: int | Annotated[str, Field(max_length=MAX_ID_CHARS)] | None = None
-    # Act for this agent; only delegate uids may set it.
-    as_agent: str | None = Field(default=None, max_length=64)
+_Request = BaseRequest
 
 
 class ListRequest(_Request):

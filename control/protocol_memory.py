@@ -9,18 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from control.protocol_base import BaseRequest
 
 TEXT = 65536  # longest note, goal, summary, title, body, decision or reason
 Text = Annotated[str, Field(max_length=TEXT)]
 Id = Annotated[str, Field(min_length=1, max_length=200)]
 
 
-class _MemoryRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    id: int | str | None = None
-    as_agent: str | None = Field(default=None, max_length=64)
+class _MemoryRequest(BaseRequest):
     store: str | None = Field(default=None, max_length=64)
 
 

@@ -328,7 +328,8 @@ class Engine(HistoryOps):
         """``STORE/PATH`` of every regular file the agent may read that matches one of
         the globs (all files when there is none), sorted."""
         stores = self.readable_stores(agent)
-        wanted = [p.removeprefix("/memory/").lstrip("/") for p in patterns] or ["**"]
+        mounts = ("/memory/", str(self.config.mount).rstrip("/") + "/")
+        wanted = [_unmounted(p, mounts).lstrip("/") for p in patterns] or ["**"]
         found: set[str] = set()
         for pattern in wanted:
             regex = compile_glob(pattern)
@@ -600,3 +601,12 @@ def _hex(blob: pygit2.Oid | None) -> str | None:
 
 def _mem_path(store: str, rel: str) -> MemPath:
     return MemPath(store, tuple(rel.split("/")))
+
+
+def _unmounted(pattern: str, mounts: tuple[str, ...]) -> str:
+    """A glob given under the mount point (/memory/... or the configured one) as
+    STORE/PATH."""
+    for prefix in mounts:
+        if pattern.startswith(prefix):
+            return pattern[len(prefix):]
+    return pattern

@@ -31,6 +31,7 @@ import fcntl
 import functools
 import json
 import os
+import re
 import struct
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ from memfs.store.lru import LRU
 
 XATTR = "user.memfs.version"
 CHUNK = 1024 * 1024
+_SURROGATE = re.compile("[\ud800-\udfff]")
 REMEMBERED = 65536  # versions kept by identity, least recently used forgotten first
 # _IOR('v', 1, long): the inode generation (ext4, xfs, btrfs, tmpfs, ...)
 FS_IOC_GETVERSION = (2 << 30) | (struct.calcsize("l") << 16) | (ord("v") << 8) | 1
@@ -97,9 +99,13 @@ def _parse_record(raw: bytes) -> _Record | None:
     if not isinstance(record, dict) or "b3" not in record:
         return None
     agent, at, git = record.get("agent"), record.get("at"), record.get("git")
-    return (str(record["b3"]), record.get("size"), record.get("mtime_ns"),
-            agent if isinstance(agent, str) else None,
-            float(at) if isinstance(at, int | float) else None,
+    try:
+        when = float(at) if isinstance(at, int | float) else None
+    except OverflowError:  # a record planted by hand: an absurd time means none
+        when = None
+    if not isinstance(agent, str) or not agent.isprintable() or _SURROGATE.search(agent):
+        agent = None  # only a name a reply can carry
+    return (str(record["b3"]), record.get("size"), record.get("mtime_ns"), agent, when,
             git if isinstance(git, str) else None)
 
 

@@ -160,3 +160,26 @@ def test_foreign_inodes_are_never_stamped(linked: tuple[Daemon, Path]) -> None:
     secret = Path(daemon.config["root"]) / "stores" / "secret" / "s.txt"
     for inode in (base / "root-only.txt", secret):
         assert "user.memfs.version" not in os.listxattr(inode), inode
+
+
+def test_a_planted_version_record_cannot_break_a_reply(planted: tuple[Daemon, Path]) -> None:
+    """A version record written by hand with an absurd time and an agent name no reply
+    can carry: the read answers (the record's oddities are dropped), never internal."""
+    daemon, notes = planted
+    target = notes / "odd-record.md"
+    target.write_text("odd\n")
+    st = target.stat()
+    record = ('{"b3":"' + "0" * 64 + f'","size":{st.st_size},"mtime_ns":{st.st_mtime_ns},'
+              '"agent":"\\ud800","at":' + "9" * 400 + "}")
+    os.setxattr(target, "user.memfs.version", record.encode())
+    with connect_as(UID_A, daemon.socket) as alice:
+        result = alice.read("notes/odd-record.md")
+    assert (result["last_writer"], result["last_written_at"]) == (None, None)
+
+
+def test_ls_accepts_the_configured_mount_prefix(planted: tuple[Daemon, Path]) -> None:
+    daemon, _ = planted
+    mount = daemon.config["mount"]
+    with connect_as(UID_A, daemon.socket) as alice:
+        assert alice.list(f"{mount}/notes/real.md") == ["notes/real.md"]
+        assert alice.read(f"{mount}/notes/real.md")["path"] == "notes/real.md"
