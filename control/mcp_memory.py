@@ -15,6 +15,7 @@ from typing import Any
 
 from control.mcp_history import HistoryTools
 from control.mcp_tools import MAX_OUTPUT_CHARS, ToolOutcome, cut_text
+from memfs.memory import decisions
 
 MEMORY_INSTRUCTIONS = """
 Call memory_brief first in every new session: it tells you what the last sessions handed
@@ -215,7 +216,7 @@ class AgentTools(HistoryTools):
     def decision_list(self, status: str = "accepted", decision_id: str | None = None,
                       store: str | None = None) -> ToolOutcome:
         if decision_id is not None:
-            return self._memory("decision_show", _decision_text, idempotent=True, store=store,
+            return self._memory("decision_show", decisions.describe, idempotent=True, store=store,
                                 decision=decision_id)
 
         def render(result: dict[str, Any]) -> str:
@@ -227,16 +228,3 @@ class AgentTools(HistoryTools):
 
         return self._memory("decision_list", render, idempotent=True, store=store,
                             status=status)
-
-
-def _decision_text(record: dict[str, Any]) -> str:
-    lines = [f"{record['id']}: {record['title']} [{record['status']}] ({record['date']}, by "
-             f"{record['author']})"]
-    for link in ("supersedes", "superseded_by"):
-        if record[link]:
-            lines.append(f"{link.replace('_', ' ')}: {record[link]}")
-    for section in ("decision", "reason", "context", "consequences"):
-        if record.get(section):
-            lines.append(f"## {section.capitalize()}\n{record[section]}")
-    return "\n".join(lines)
-

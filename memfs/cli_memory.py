@@ -155,16 +155,10 @@ def decision_list(client: Client, args: argparse.Namespace) -> int:
 
 
 def decision_show(client: Client, args: argparse.Namespace) -> int:
+    from memfs.memory.decisions import describe
+
     record = _call(client, args, "decision_show", decision=args.decision)
-    lines = [f"{record['id']}: {record['title']} ({record['status']}, {record['date']}, "
-             f"by {record['author']})"]
-    for link in ("supersedes", "superseded_by"):
-        if record[link]:
-            lines.append(f"{link.replace('_', ' ')}: {record[link]}")
-    for section in ("decision", "reason", "context", "consequences"):
-        if record.get(section):
-            lines.append(f"\n{section.capitalize()}:\n{record[section]}")
-    return _emit(args, record, "\n".join(lines))
+    return _emit(args, record, describe(record))
 
 
 # -- parsing -------------------------------------------------------------------------------

@@ -123,3 +123,16 @@ def repairs(decisions: dict[str, Decision]) -> list[tuple[str, str]]:
     """(old id, new id) pairs whose old record does not yet say it was superseded."""
     return [(old, new) for old, new in links(decisions).items()
             if old in decisions and not decisions[old].fields.get("superseded_by")]
+
+
+def describe(record: dict[str, Any]) -> str:
+    """A decision as `Decision.as_dict` gives it, as plain text for people and models."""
+    lines = [f"{record['id']}: {record['title']} [{record['status']}] ({record['date']}, by "
+             f"{record['author']})"]
+    for link in ("supersedes", "superseded_by"):
+        if record[link]:
+            lines.append(f"{link.replace('_', ' ')}: {record[link]}")
+    for section in SECTIONS:
+        if record.get(section.lower()):
+            lines.append(f"## {section}\n{record[section.lower()]}")
+    return "\n".join(lines)
