@@ -90,8 +90,11 @@ class Daemon:
     """A real ``memfs serve`` in a subprocess."""
 
     def __init__(self, config: Mapping[str, Any], *, mount: bool = False,
-                 config_path: Path | None = None) -> None:
+                 config_path: Path | None = None, wrapper: Sequence[str] = ()) -> None:
+        """``wrapper``: argv run in front of ``memfs serve`` (e.g. nsenter into a
+        network namespace); it must exec the daemon so that its pid is the daemon's."""
         self.config = dict(config)
+        self.wrapper = list(wrapper)
         self.socket = Path(self.config["socket"])
         self.mountpoint = Path(self.config.get("mount", "/memory"))
         self.mount = mount
@@ -101,7 +104,7 @@ class Daemon:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0) -> Daemon:
-        argv = [*MEMFS, "serve", "--config", str(self.config_path)]
+        argv = [*self.wrapper, *MEMFS, "serve", "--config", str(self.config_path)]
         if not self.mount:
             argv.append("--no-mount")
         log = open(self.log_path, "ab")  # noqa: SIM115 - kept for the process's life
