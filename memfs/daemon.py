@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -23,6 +24,10 @@ from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
 
 log = logging.getLogger("memfs")
+
+# How often each store's generation is read to notice other daemons' changes: a change
+# through another daemon is seen by this one's mount within about this (+ one read).
+WATCH_INTERVAL = 0.25
 
 
 def rg_binary() -> Path:
@@ -79,7 +84,8 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
             if mount:
                 from memfs.fuse.mount import serve_mount
 
-                await nursery.start(serve_mount, engine, config.mount)
+                view = await nursery.start(serve_mount, engine, config.mount)
+                nursery.start_soon(watch_other_daemons, engine, view.store_changed)
             server = ControlServer(dispatcher, max_line_bytes(config.max_file_size))
             await nursery.start(server.serve, listener)
             where = f"mount {config.mount}, " if mount else ""
@@ -99,6 +105,26 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
             if jail is not None:
                 jail.close()
             engine.close()
+
+
+async def watch_other_daemons(engine: Engine, store_changed: Callable[[str], None], *,
+                              interval: float = WATCH_INTERVAL) -> None:
+    """Forever: read every store's generation each ``interval`` seconds and, for each
+    store another daemon on the root changed, call ``store_changed(store)`` in a worker
+    thread (it notifies the kernel, which may wait for our request loop), and once
+    more at the next poll: a lookup that was in flight during the first call may have
+    handed the kernel what it saw before the change."""
+    again: set[str] = set()
+    while True:
+        await trio.sleep(interval)
+        try:
+            changed = set(await trio.to_thread.run_sync(engine.changed_elsewhere))
+        except OSError as error:  # never stop serving for a hint
+            log.warning("reading the stores' generations failed: %s", error)
+            changed = set()
+        for store in sorted(changed | again):
+            await trio.to_thread.run_sync(store_changed, store)
+        again = changed
 
 
 def _sole_error(error: BaseException) -> BaseException:

@@ -69,6 +69,9 @@ class Node:
     store_fresh_until: float = 0.0
     # the last attributes built for this node and what they were built from
     attrs_memo: tuple[tuple[int, int, int], pyfuse3.EntryAttributes] | None = None
+    # the hand-out epoch in which its entry or attributes last went to the kernel
+    # (memfs/fuse/cache.py, store_changed); -1: never
+    handed: int = -1
     # directories: (name, is_dir) -> child node, an index of _by_key for listings
     children: dict[tuple[str, bool], Node] = field(default_factory=dict)
 
@@ -123,6 +126,7 @@ class NodeTable:
     _next_ino: Iterator[int]
     _lock: threading.Lock  # node table: the commit listener reads it off-loop
     _commit_epoch: int  # bumped by every commit through this daemon
+    _hand_epoch: int  # see Node.handed
 
     # -- the inode table ------------------------------------------------------------
 
@@ -186,6 +190,7 @@ class NodeTable:
         # on every opendir. Never mutated once built (store replies are not memoised:
         # _store_attrs updates those in place).
         key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        node.handed = self._hand_epoch
         memo = node.attrs_memo
         if memo is not None and memo[0] == key:
             if not node.is_dir:

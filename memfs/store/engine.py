@@ -26,6 +26,7 @@ from pathlib import Path
 from memfs.config import Config
 from memfs.store import backing
 from memfs.store.errors import Conflict, InvalidInput, NotFound, PermissionDenied, TooLarge
+from memfs.store.generation import Generation
 from memfs.store.globs import compile_glob, literal_store
 from memfs.store.paths import MemPath
 from memfs.store.seen import SeenRecords
@@ -71,11 +72,14 @@ class FileInfo:
 class _StoreLock:
     """Exclusive per-store lock: a thread lock for this process plus an flock on a
     shared file for other daemons on the root. Held only inside engine calls, so a
-    client that vanishes can never strand it."""
+    client that vanishes can never strand it. A body that completes (a change was
+    made; refusals raise) increments the store's generation before the lock is
+    released, so other daemons notice the change (generation.py)."""
 
     def __init__(self, path: Path) -> None:
         self._thread_lock = threading.Lock()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.generation = Generation(self._fd)
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
@@ -83,6 +87,7 @@ class _StoreLock:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
                 yield
+                self.generation.bump()
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
 
@@ -147,6 +152,12 @@ class Engine:
 
     def store_fd(self, store: str) -> int:
         return self._store_fds[store]
+
+    def changed_elsewhere(self) -> list[str]:
+        """The stores that another daemon on the root changed since the last call
+        (one read of each store's generation; blocking: call from a worker thread)."""
+        return [store for store, lock in self._locks.items()
+                if lock.generation.changed_elsewhere()]
 
     def check_access(self, agent: str, store: str, *, write: bool = False) -> None:
         """Raise PermissionDenied unless ``agent`` may read (or write) ``store``."""
