@@ -155,8 +155,11 @@ class NodeTable:
 
     # -- attributes ---------------------------------------------------------------
 
-    def _backing_stat(self, store: str, parts: tuple[str, ...]) -> os.stat_result | None:
-        """lstat of STORE/PARTS in the backing directory, never following a symlink."""
+    def _backing_stat(self, store: str, parts: tuple[str, ...], *,
+                      attempts: int = backing.STALE_ATTEMPTS) -> os.stat_result | None:
+        """lstat of STORE/PARTS in the backing directory, never following a symlink.
+        ESTALE (another host replaced the file while we looked it up) is looked up
+        again, ``attempts`` times in all."""
         store_fd = self.engine.store_fd(store)
         if not parts:
             return os.fstat(store_fd)
@@ -168,8 +171,12 @@ class NodeTable:
             return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as error:
+            if error.errno != errno.ESTALE or attempts <= 1:
+                raise
         finally:
             os.close(parent)
+        return self._backing_stat(store, parts, attempts=attempts - 1)
 
     def _root_attrs(self) -> pyfuse3.EntryAttributes:
         attrs = pyfuse3.EntryAttributes()

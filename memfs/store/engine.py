@@ -187,6 +187,7 @@ class Engine:
             raise
         return fd, st
 
+    @backing.retry_stale
     def open_version(self, agent: str, path: MemPath, *, record: bool = True) -> Pinned:
         """Pin the current version of a file and (with ``record``) record its digest
         as seen by ``agent``. The caller owns ``Pinned.fd`` and must close it.
@@ -208,6 +209,7 @@ class Engine:
             raise
         return Pinned(fd, version, previous, st)
 
+    @backing.retry_stale
     def read_bytes(self, agent: str, path: MemPath) -> tuple[bytes, Pinned]:
         """The whole content of the current version, recorded as seen."""
         pinned = self.open_version(agent, path)
@@ -222,6 +224,18 @@ class Engine:
         return FileInfo(path, version.digest, version.size, pinned.previous,
                         version.last_write.agent, version.last_write.at)
 
+    @backing.retry_stale
+    def _read_current(self, path: MemPath) -> tuple[Version, bytes]:
+        """The current version and its bytes. Raises NotFound, InvalidInput."""
+        opened = self._open_current(path)
+        if opened is None:
+            raise NotFound(f"{path} does not exist")
+        fd, st = opened
+        with backing.closing_fd(fd):
+            version = version_of(fd, st)
+            return version, _read_all(fd, version.size)
+
+    @backing.retry_stale
     def current_digest(self, path: MemPath) -> str | None:
         """Digest of what a read would return now (no access check, no record)."""
         opened = self._open_current(path)
@@ -280,13 +294,7 @@ class Engine:
         check is made before the transform runs and again at commit; a transform error
         changes nothing."""
         self.check_access(agent, path.store, write=True)
-        opened = self._open_current(path)
-        if opened is None:
-            raise NotFound(f"{path} does not exist")
-        fd, st = opened
-        with backing.closing_fd(fd):
-            base = version_of(fd, st)
-            data = _read_all(fd, base.size)
+        base, data = self._read_current(path)
         seen = self.seen.get(agent, path)
         if not force:
             for known in (seen, expected) if expected is not None else (seen,):
@@ -408,6 +416,7 @@ def _read_all(fd: int, size: int) -> bytes:
         offset += len(chunk)
 
 
+@backing.retry_stale
 def _read_version_at(parent: int, name: str) -> tuple[Version | None, bytes]:
     """The version and bytes of ``name`` (None and b"" when it does not exist)."""
     fd = backing.open_regular(parent, name)
@@ -418,6 +427,7 @@ def _read_version_at(parent: int, name: str) -> tuple[Version | None, bytes]:
         return version, _read_all(fd, version.size)
 
 
+@backing.retry_stale
 def _version_at(parent: int, name: str) -> Version | None:
     fd = backing.open_regular(parent, name)
     if fd is None:
