@@ -19,6 +19,7 @@ import trio
 from control.dispatch import Dispatcher
 from control.server import ControlServer, SocketInUse, max_line_bytes, open_listener
 from jail import Jail, JailError, JailSettings
+from memfs import shared_root
 from memfs.config import Config, ConfigError, load_config
 from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
@@ -88,6 +89,7 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
                 nursery.start_soon(watch_other_daemons, engine, view.store_changed)
             server = ControlServer(dispatcher, max_line_bytes(config.max_file_size))
             await nursery.start(server.serve, listener)
+            nursery.start_soon(check_shared_root, config.root)
             where = f"mount {config.mount}, " if mount else ""
             log.info("serving: %ssocket %s, root %s", where, config.socket, config.root)
             if banner:
@@ -105,6 +107,20 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
             if jail is not None:
                 jail.close()
             engine.close()
+
+
+async def check_shared_root(root: Path) -> None:
+    """Log one line about a root on GlusterFS: a warning when its options break
+    freshness across hosts or cannot be read (memfs/shared_root.py). In a worker
+    thread, in the background: the gluster CLI may take seconds to answer."""
+    try:
+        found = await trio.to_thread.run_sync(shared_root.check_root, root)
+    except Exception as error:  # a check must never stop the daemon
+        log.warning("checking the root's file system failed: %r", error)
+        return
+    if found is not None:
+        ok, message = found
+        (log.info if ok else log.warning)("%s", message)
 
 
 async def watch_other_daemons(engine: Engine, store_changed: Callable[[str], None], *,

@@ -74,6 +74,21 @@ def mount_text(path: Path) -> bytes | None:
         return None
 
 
+def round_checks(here: Path, top: str, content: bytes, reader: Client,
+                 ) -> dict[str, Callable[[], bool]]:
+    """What host B must return once it is fresh (see the test for the layout)."""
+    return {
+        "stat via mount": lambda: size_on(here / "stat/file.txt") == len(content),
+        "cat via mount": lambda: mount_text(here / "cat/file.txt") == content,
+        "new name via mount": lambda: exists(here / "new/fresh.txt"),
+        "deleted name via mount": lambda: not exists(here / "gone/doomed.txt"),
+        "ls via mount": lambda: sorted(os.listdir(here / "ls")) == ["a.txt", "b.txt"],
+        "cat via socket": lambda: socket_text(reader, f"{top}/cat/file.txt") == content,
+        "new name via socket": lambda: socket_text(
+            reader, f"{top}/new/fresh.txt") == b"created\n",
+    }
+
+
 @pytest.mark.slow
 def test_changes_on_one_host_are_fresh_on_another_within_a_second(cluster: Cluster) -> None:
     _base, daemons = start_daemons(cluster, cluster.hosts[:2])
@@ -109,16 +124,7 @@ def test_changes_on_one_host_are_fresh_on_another_within_a_second(cluster: Clust
             writer.write(f"{top}/ls/b.txt", b"created\n")
             acked = time.monotonic()
 
-            checks: dict[str, Callable[[], bool]] = {
-                "stat via mount": lambda: size_on(here / "stat/file.txt") == len(content),
-                "cat via mount": lambda: mount_text(here / "cat/file.txt") == content,
-                "new name via mount": lambda: exists(here / "new/fresh.txt"),
-                "deleted name via mount": lambda: not exists(here / "gone/doomed.txt"),
-                "ls via mount": lambda: sorted(os.listdir(here / "ls")) == ["a.txt", "b.txt"],
-                "cat via socket": lambda: socket_text(reader, f"{top}/cat/file.txt") == content,
-                "new name via socket": lambda: socket_text(
-                    reader, f"{top}/new/fresh.txt") == b"created\n",
-            }
+            checks = round_checks(here, top, content, reader)
             for name, took in first_true_all(checks, acked).items():
                 worst[name] = max(worst.get(name, 0.0), took)
             # The real tools, run as an agent uid, agree (after the fact).
@@ -128,8 +134,8 @@ def test_changes_on_one_host_are_fresh_on_another_within_a_second(cluster: Clust
             assert done.stdout.split() == [b"fresh.txt", b"keep.txt"], done
             done = run_as(FIRST_UID + 1, ["cat", str(here / "cat/file.txt")])
             assert done.stdout == content, done
-        print("freshness, worst of %d rounds: %s" % (
-            ROUNDS, ", ".join(f"{k} {v:.3f}s" for k, v in worst.items())))
+        figures = ", ".join(f"{name} {took:.3f}s" for name, took in worst.items())
+        print(f"freshness, worst of {ROUNDS} rounds: {figures}")
         late = {name: took for name, took in worst.items() if took > FRESH_BOUND}
         assert not late, f"stale on host B for longer than {FRESH_BOUND}s: {late}"
         writer.close()

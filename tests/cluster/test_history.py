@@ -184,7 +184,7 @@ def run_threads(targets: list[Callable[[], None]]) -> None:
 
 @pytest.mark.slow
 def test_randomized_history_across_hosts(cluster: Cluster) -> None:
-    base, daemons = start_daemons(cluster, cluster.hosts)
+    _base, daemons = start_daemons(cluster, cluster.hosts)
     try:
         clients = [connect_as(FIRST_UID + i, daemons[i % len(daemons)].socket)
                    for i in range(WORKERS)]
