@@ -9,9 +9,10 @@ kernel would share it with every uid. Each negative answer is remembered (parent
 inode, name) before the backing directory is looked at, and a commit through this
 daemon invalidates the entries of its file's name and of every directory above it
 before the writer is answered, so a created name is visible to the very next walk of
-any agent. A name created by another daemon on the same root, or planted by hand,
-appears within ENTRY_TIMEOUT (as attributes changed that way refresh within
-ATTR_TIMEOUT).
+any agent. A name created by another daemon on the same root is noticed through the
+store's generation counter (`store_changed`, within a poll of memfs/daemon.py); one
+planted by hand appears within ENTRY_TIMEOUT (as attributes changed that way refresh
+within ATTR_TIMEOUT).
 
 Versions and the page cache. ``open`` pins the current version with
 ``Engine.open_version`` (records it as seen) and every ``read`` is a ``pread`` on the
@@ -31,8 +32,8 @@ So every byte a handle returns comes from the version whose digest was recorded 
 its open. Freshness: ``cat`` (any new open) always returns the version current at
 open time, whoever changed it. Attributes (``stat``) are refreshed at once after a
 commit through this daemon (the commit listener invalidates them before the write
-is acknowledged) and within ATTR_TIMEOUT after a change made by another daemon on
-the same root (a store directory's own times within STORE_ATTR_REFRESH: its reply is
+is acknowledged) and within a generation poll after a change made by another daemon
+on the same root (`store_changed`) (a store directory's own times within STORE_ATTR_REFRESH: its reply is
 sent on every path walk, so its fstat is reused for that long, and dropped by every
 commit through this daemon).
 
