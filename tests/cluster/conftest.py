@@ -1,6 +1,6 @@
 """Fixtures for the multi-host tests: a real GlusterFS volume served from one network
-namespace and mounted by three client "hosts" (namespaces), brought up once per test
-session with scripts/cluster and torn down at its end, even after a failure.
+namespace and mounted by three client "hosts" (namespaces), brought up once for this
+package's tests with scripts/cluster and torn down after them, even after a failure.
 
 Each memfs daemon of a test runs on one host: its root is a directory on *that host's*
 Gluster mount, and it runs inside the host's network namespace (`nsenter --net`, which
@@ -85,8 +85,10 @@ def _log_tail() -> str:
     return "\n".join(out)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster() -> Iterator[Cluster]:
+    """The cluster, up for the tests of this package only (its ~100 MB and its
+    processes are gone before the rest of the suite runs)."""
     if os.geteuid() != 0:
         pytest.skip("the cluster tests need root (network namespaces, Gluster and FUSE mounts)")
     started = time.monotonic()
