@@ -33,9 +33,9 @@ its open. Freshness: ``cat`` (any new open) always returns the version current a
 open time, whoever changed it. Attributes (``stat``) are refreshed at once after a
 commit through this daemon (the commit listener invalidates them before the write
 is acknowledged) and within a generation poll after a change made by another daemon
-on the same root (`store_changed`) (a store directory's own times within STORE_ATTR_REFRESH: its reply is
-sent on every path walk, so its fstat is reused for that long, and dropped by every
-commit through this daemon).
+on the same root (`store_changed`); a store directory's own times within
+STORE_ATTR_REFRESH (its reply is sent on every path walk, so its fstat is reused for
+that long, and dropped by every commit through this daemon or another).
 
 `KernelCache` is a mixin of `memfs.fuse.view.MemoryView`, whose ``__init__`` sets up
 the state declared on it and whose ``attach`` registers `committed` with the engine.
