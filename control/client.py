@@ -19,7 +19,10 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs startu
 if TYPE_CHECKING:
     from typing import Any
 
+    Records = list[dict[str, Any]]  # `list` is also a method name inside Client
+
 DEFAULT_SOCKET = "/run/memfs/control.sock"
+ABSENT = "absent"  # an expectation meaning "this connection saw no file here"
 StrList = list[str]  # `list` is also a method name inside Client
 
 
@@ -100,9 +103,10 @@ class Client:
                 " (is `memfs serve` running? set --socket or MEMFS_SOCKET)"
             ) from None
         self._pending = b""  # bytes received after the last reply line
-        # path -> digest this connection last read or wrote, sent as ``expect`` with
-        # replaces, edits and deletes: another process of the same agent shares the
-        # daemon's per-agent record, and this keeps their writes apart
+        # path -> what this connection last saw there: the digest it read or wrote, or
+        # ABSENT (a read found no file, or it deleted the file). Sent as ``expect``
+        # with replaces, edits and deletes: another process of the same agent shares
+        # the daemon's per-agent record, and this keeps their writes apart.
         self._versions: dict[str, str] = {}
 
     def close(self) -> None:
@@ -173,27 +177,34 @@ class Client:
         """A replace, edit or delete carrying this connection's version of ``path``."""
         expect = None if force else self._versions.get(self._key(path))
         result = self.call(op, path=path, force=force, expect=expect, **fields)
-        if op == "delete":
-            self._versions.pop(self._key(path), None)
-        else:
+        self._versions[self._key(path)] = ABSENT if op == "delete" else result["digest"]
+        return result
+
+    def _observe(self, op: str, path: str, **fields: Any) -> dict[str, Any]:
+        """A read or stat; what it saw (a digest, or that no file is there) becomes
+        this connection's version of ``path``."""
+        try:
+            result = self.call(op, path=path, **fields)
+        except NotFoundError:
+            self._versions[self._key(path)] = ABSENT
+            raise
+        if op == "read":
             self._versions[self._key(path)] = result["digest"]
         return result
 
     def read(self, path: str, offset: int = 1, limit: int | None = None) -> dict[str, Any]:
         """Read text lines [offset, offset+limit); the result carries ``text``,
         ``next_offset`` and ``changed_since_last_read``."""
-        result = self.call("read", path=path, offset=offset, limit=limit)
-        self._versions[self._key(path)] = result["digest"]
-        return result
+        return self._observe("read", path, offset=offset, limit=limit)
 
     def read_bytes(self, path: str) -> tuple[bytes, dict[str, Any]]:
         """The exact bytes of the file and the reply's metadata."""
-        result = self.call("read", path=path, encoding="base64")
-        self._versions[self._key(path)] = result["digest"]
+        result = self._observe("read", path, encoding="base64")
         return binascii.a2b_base64(result.pop("content_b64")), result
 
     def stat(self, path: str) -> dict[str, Any]:
-        return self.call("stat", path=path)
+        """Digest, size, last writer; records nothing, except that no file is there."""
+        return self._observe("stat", path)
 
     def write(self, path: str, content: bytes | str, *, append: bool = False,
               force: bool = False) -> dict[str, Any]:
@@ -201,9 +212,15 @@ class Client:
             {"content": content} if isinstance(content, str)
             else {"content_b64": binascii.b2a_base64(content, newline=False).decode("ascii")}
         )
-        if append:  # needs no version; what this connection knew is now partial
-            self._versions.pop(self._key(path), None)
-            return self.call("write", path=path, append=True, force=force, **data)
+        if append:  # needs no version
+            result = self.call("write", path=path, append=True, force=force, **data)
+            key, previous = self._key(path), str(result.get("previous_digest") or "")
+            # The new version is known here only if the one appended to was (or there
+            # was none); otherwise this connection has not seen the whole file, and
+            # expecting the version it appended to makes a later replace a conflict.
+            known = not previous or self._versions.get(key) == previous
+            self._versions[key] = result["digest"] if known else previous
+            return result
         return self._versioned("write", path, force, **data)
 
     def edit(self, path: str, scripts: StrList, *, force: bool = False) -> dict[str, Any]:
@@ -214,3 +231,31 @@ class Client:
 
     def search(self, args: StrList) -> dict[str, Any]:
         return self.call("search", args=[*args])
+
+    # -- history -------------------------------------------------------------------
+
+    def log(self, target: str | None = None, *, limit: int = 20, since: str | None = None,
+            author: str | None = None, patch: bool = False) -> Records:
+        """Changes newest first, of a file, folder or store (``target``) or of every
+        store this agent reads."""
+        entries: Records = self.call(
+            "log", path=target, limit=limit, since=since, author=author, patch=patch)["entries"]
+        return entries
+
+    def show(self, path: str, rev: str, offset: int = 1,
+             limit: int | None = None) -> dict[str, Any]:
+        """Text lines of ``path`` as it was at ``rev`` (paged like ``read``)."""
+        return self.call("show", path=path, rev=rev, offset=offset, limit=limit)
+
+    def show_bytes(self, path: str, rev: str) -> tuple[bytes, dict[str, Any]]:
+        result = self.call("show", path=path, rev=rev, encoding="base64")
+        return binascii.a2b_base64(result.pop("content_b64")), result
+
+    def diff(self, path: str, rev: str | None = None) -> dict[str, Any]:
+        """A unified diff: ``rev`` None = since this agent last saw the file; ``REV`` =
+        from REV to now; ``REV..REV``."""
+        return self.call("diff", path=path, rev=rev)
+
+    def restore(self, path: str, rev: str, *, force: bool = False) -> dict[str, Any]:
+        """Write the content ``path`` had at ``rev`` back (version-checked)."""
+        return self._versioned("restore", path, force, rev=rev)

@@ -13,10 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from control import protocol as p
+from control.ops_history import HistoryRequests
 from jail import Jail
 from jail.errors import StoreNotReadable
 from memfs.store.engine import Engine, Pinned
 from memfs.store.errors import (
+    ABSENT,
     Conflict,
     InvalidInput,
     MemfsError,
@@ -51,7 +53,7 @@ def _jail_codes() -> list[tuple[type[BaseException], str]]:
     ]
 
 
-class Dispatcher:
+class Dispatcher(HistoryRequests):
     def __init__(self, engine: Engine, tools: Jail | None = None) -> None:
         self.engine = engine
         self.tools = tools
@@ -59,13 +61,19 @@ class Dispatcher:
         self._ops: dict[str, Callable[[str, Any], dict[str, Any]]] = {
             "list": self._list, "read": self._read, "stat": self._stat, "write": self._write,
             "delete": self._delete, "search": self._search, "whoami": self._whoami,
+            "log": self._log, "show": self._show, "diff": self._diff, "restore": self._restore,
         }
+
+    def execute(self, agent: str, request: p.Request) -> dict[str, Any]:
+        """Carry out ``request`` for ``agent`` (already identified by the transport);
+        returns the result, raises the engine's and the jail's exceptions."""
+        return self._ops[request.op](agent, request)
 
     def handle(self, uid: int, request: p.Request) -> bytes:
         """The encoded reply to ``request`` from ``uid``; never raises."""
         try:
             agent = self.engine.agent_for(uid, request.as_agent)
-            return p.encode_ok(request.id, self._ops[request.op](agent, request))
+            return p.encode_ok(request.id, self.execute(agent, request))
         except p.ProtocolError as error:
             return p.encode_error(request.id, error.code, error.message)
         except Conflict as error:
@@ -80,6 +88,9 @@ class Dispatcher:
     def _path(self, raw: str) -> MemPath:
         return parse_path(raw, mount=str(self.engine.config.mount))
 
+    def _store_or_path(self, raw: str) -> MemPath:
+        return parse_path(raw, allow_store_only=True, mount=str(self.engine.config.mount))
+
     # -- operations ---------------------------------------------------------------
 
     def _whoami(self, agent: str, _: p.WhoamiRequest) -> dict[str, Any]:
@@ -90,23 +101,18 @@ class Dispatcher:
         return {"paths": self.engine.list(agent, request.patterns)}
 
     def _read(self, agent: str, request: p.ReadRequest) -> dict[str, Any]:
-        data, pinned = self.engine.read_bytes(agent, self._path(request.path))
-        result = _version_fields(request.path, pinned)
+        path = self._path(request.path)
         if request.encoding == "base64":
             if request.offset != 1 or request.limit is not None:
                 raise InvalidInput("offset and limit page through text; not with base64")
+            data, pinned = self.engine.read_bytes(agent, path)
+            result = _version_fields(request.path, pinned)
             result["content_b64"] = base64.b64encode(data).decode("ascii")
             return result
-        lines = data.decode("utf-8", "replace").splitlines(keepends=True)
-        start = request.offset - 1
-        end = len(lines) if request.limit is None else min(len(lines), start + request.limit)
-        result.update(
-            text="".join(lines[start:end]),
-            offset=request.offset,
-            lines=max(0, end - start),
-            total_lines=len(lines),
-            next_offset=end + 1 if end < len(lines) else None,
-        )
+        page, pinned = self.engine.read_page(agent, path, request.offset, request.limit)
+        result = _version_fields(request.path, pinned)
+        result.update(text=page.text, offset=page.offset, lines=page.lines,
+                      total_lines=page.total_lines, next_offset=page.next_offset)
         return result
 
     def _stat(self, agent: str, request: p.StatRequest) -> dict[str, Any]:
@@ -132,18 +138,20 @@ class Dispatcher:
                 expected=request.expect,
             )
         return {"path": str(committed.path), "digest": committed.digest,
-                "size": committed.size, "created": committed.created}
+                "size": committed.size, "created": committed.created,
+                "previous_digest": committed.previous, "commit": committed.commit}
 
     def _delete(self, agent: str, request: p.DeleteRequest) -> dict[str, Any]:
         path = self._path(request.path)
-        self.engine.delete(agent, path, force=request.force, expected=request.expect)
-        return {"path": str(path), "deleted": True}
+        committed = self.engine.delete(agent, path, force=request.force, expected=request.expect)
+        return {"path": str(path), "deleted": True, "commit": committed.commit}
 
     def _search(self, agent: str, request: p.SearchRequest) -> dict[str, Any]:
         tools = self._require_tools()
         stores = {name: self.engine.store_dir(name) for name in self.engine.readable_stores(agent)}
         try:
-            outcome = tools.search(stores, request.args, known=self.engine.config.stores)
+            outcome = tools.search(stores, request.args, known=self.engine.config.stores,
+                                   hidden=self.engine.planted)
         except StoreNotReadable as error:
             # A search naming a store the agent cannot read is permission_denied (the
             # jail, which sees only the readable stores, would call it invalid).
@@ -180,7 +188,8 @@ def _conflict_details(error: Conflict) -> dict[str, Any]:
     return {
         "path": error.path,
         "current_digest": error.current,
-        "seen_digest": error.seen,
+        "seen_digest": None if error.seen == ABSENT else error.seen,
+        "seen_absent": error.seen == ABSENT,
         "last_writer": last.agent if last else None,
         "last_written_at": last.at if last else None,
     }

@@ -17,11 +17,12 @@ import ipaddress
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator
 
 from control.client import ConnectionFailed, MemfsClientError
+from control.mcp_history import HISTORY_DESCRIPTION, RESTORE_DESCRIPTION, HistoryTools
 from control.mcp_tools import (
     DOWNLOAD_DESCRIPTION,
     INSTRUCTIONS,
@@ -72,8 +73,9 @@ def _result(outcome: ToolOutcome) -> "CallToolResult":
                           is_error=outcome.is_error, _meta=meta)
 
 
-def build_server(tools: MemoryTools, instructions: str = INSTRUCTIONS) -> "MCPServer[Any]":
-    """An MCPServer exposing the six storage tools, each run in a worker thread."""
+def build_server(tools: HistoryTools, instructions: str = INSTRUCTIONS) -> "MCPServer[Any]":
+    """An MCPServer exposing the storage and history tools, each run in a worker
+    thread."""
     import anyio.to_thread
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, ToolAnnotations
@@ -141,6 +143,35 @@ def build_server(tools: MemoryTools, instructions: str = INSTRUCTIONS) -> "MCPSe
     ) -> CallToolResult:
         return _result(await run(tools.download, path, dest))
 
+    async def storage_history(
+        path: Annotated[OptionalText, Field(
+            description="A file (STORE/PATH), folder or store; omit for every store (log "
+                        "only).")] = None,  # type: ignore[assignment]
+        action: Annotated[Literal["log", "diff", "show"], Field(
+            description="log: the changes; diff: a unified diff of one file; show: a file "
+                        "as it was at `rev`.")] = "log",
+        rev: Annotated[OptionalText, Field(
+            description="show: the revision; diff: REV or REV..REV (omit: since you last "
+                        "read the file).")] = None,  # type: ignore[assignment]
+        offset: Annotated[int | None, Field(description="show: first line, 1-based.",
+                                            ge=1)] = None,
+        limit: Annotated[int | None, Field(
+            description="log: how many changes (default 20); show: lines per page.",
+            ge=1, le=10_000)] = None,
+    ) -> CallToolResult:
+        return _result(await run(tools.history, path, action, rev, offset, limit))
+
+    async def storage_restore(
+        path: PathArg,
+        rev: Annotated[str, Field(
+            description="The revision to bring back (an id from storage_history, HEAD~N, "
+                        "or a time).", min_length=1, max_length=64)],
+        force: Annotated[OptionalFlag, Field(
+            description="Skip the version check and overwrite changes you have not seen. "
+                        "Only on purpose.")] = False,
+    ) -> CallToolResult:
+        return _result(await run(tools.restore, path, rev, force))
+
     async def storage_upload(
         src: Annotated[str, Field(
             description="Local file to send, on the machine running this tool.",
@@ -164,6 +195,8 @@ def build_server(tools: MemoryTools, instructions: str = INSTRUCTIONS) -> "MCPSe
          ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False),
          "Download a memory file"),
         (storage_upload, UPLOAD_DESCRIPTION, writes, "Upload a memory file"),
+        (storage_history, HISTORY_DESCRIPTION, read_only, "History of memory files"),
+        (storage_restore, RESTORE_DESCRIPTION, writes, "Restore an old version"),
     ):
         server.add_tool(fn, title=title, description=description, annotations=annotations,
                         structured_output=False)
@@ -227,7 +260,7 @@ def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = N
         log.warning("running as root without --local-dir: storage_download/storage_upload "
                     "can write and read any local file")
     connection = Connection(socket_path, as_agent)
-    tools = MemoryTools(connection, os.path.abspath(local_dir) if local_dir else None)
+    tools = HistoryTools(connection, os.path.abspath(local_dir) if local_dir else None)
     try:
         try:
             instructions = instructions_for(tools)

@@ -209,7 +209,7 @@ class Connection:
                 self._discard_locked()
 
 
-def _cut(text: str, limit: int) -> tuple[str, bool]:
+def cut_text(text: str, limit: int) -> tuple[str, bool]:
     """``text`` cut at a line boundary to at most ``limit`` characters."""
     if len(text) <= limit:
         return text, False
@@ -272,7 +272,7 @@ class MemoryTools:
                                    else "No files yet in any store you can read.",
                                    meta={"paths": []})
             shown = paths[:MAX_LIST_PATHS]
-            text, cut = _cut("\n".join(shown), MAX_OUTPUT_CHARS)
+            text, cut = cut_text("\n".join(shown), MAX_OUTPUT_CHARS)
             count = text.count("\n") + 1
             if cut or len(shown) < len(paths):
                 text += (f"\n[{count} of {len(paths)} files shown; narrow the pattern, "
@@ -359,7 +359,7 @@ class MemoryTools:
             text = f"Created {result['path']} ({size} bytes)."
         else:
             text = f"Wrote {result['path']} ({size} bytes)."
-        return ToolOutcome(text, meta=_commit_meta(result))
+        return ToolOutcome(text, meta=commit_meta(result))
 
     def _edit(self, path: str, scripts: list[str], force: bool) -> ToolOutcome:
         def op(client: Client) -> tuple[dict[str, Any], str | None]:
@@ -375,7 +375,7 @@ class MemoryTools:
                     "script matched nothing. Check it against the file (storage_read).")
         else:
             text = f"Edited {result['path']} with sed (now {result['size']} bytes)."
-        return ToolOutcome(text, meta=_commit_meta(result))
+        return ToolOutcome(text, meta=commit_meta(result))
 
     # -- storage_download / storage_upload ---------------------------------------------
 
@@ -402,7 +402,7 @@ class MemoryTools:
                                    idempotent=False)
             verb = "created" if result.get("created") else "replaced"
             return ToolOutcome(f"Uploaded {src} to {result['path']} ({result['size']} bytes, "
-                               f"{verb}).", meta=_commit_meta(result))
+                               f"{verb}).", meta=commit_meta(result))
 
         return self._guard(body, path=path, verb="upload")
 
@@ -428,7 +428,7 @@ def _version_meta(result: dict[str, Any]) -> dict[str, Any]:
     return {key: result[key] for key in keys if key in result}
 
 
-def _commit_meta(result: dict[str, Any]) -> dict[str, Any]:
+def commit_meta(result: dict[str, Any]) -> dict[str, Any]:
     return {key: result[key] for key in ("path", "digest", "size", "created") if key in result}
 
 
@@ -436,7 +436,10 @@ def format_read(path: str, offset: int, result: dict[str, Any]) -> ToolOutcome:
     """A read page as ``cat -n`` lines plus notes: changed-since-read, continue-at."""
     shown_path = result.get("path") or path
     total = int(result.get("total_lines", 0))
-    lines = str(result.get("text", "")).splitlines()
+    text = str(result.get("text", ""))
+    lines = text.split("\n")  # lines end with "\n" only, as the daemon counts them
+    if text.endswith("\n") or not text:
+        lines.pop()
     parts: list[str] = []
     if result.get("changed_since_last_read"):
         parts.append(_changed_note(shown_path, result))
@@ -485,7 +488,7 @@ def format_search(result: dict[str, Any]) -> ToolOutcome:
         if stderr:
             text += f"\nrg: {stderr}"
         return ToolOutcome(text, meta=meta)
-    text, cut = _cut(output, MAX_OUTPUT_CHARS)
+    text, cut = cut_text(output, MAX_OUTPUT_CHARS)
     text = text.rstrip("\n")
     if cut or result.get("truncated"):
         text += ("\n[Output truncated: narrow the search (paths, -g GLOB, -w, -m N) or use -l "
@@ -510,7 +513,10 @@ def conflict_outcome(error: ConflictError, path: str | None, verb: str) -> ToolO
     refetch = "storage_download it again" if verb == "upload" else "read it again (storage_read)"
     redo = ("redo your local work on the new version, then upload again"
             if verb == "upload" else "redo your change on the current content, then retry")
-    if details.get("current_digest") is None and details.get("seen_digest") is not None:
+    if details.get("seen_absent"):
+        what = f"{name} was created{by} after you found it absent"
+        next_step = f"First {refetch} so that you see its content, then {redo}."
+    elif details.get("current_digest") is None and details.get("seen_digest") is not None:
         what = f"{name} was deleted{by} after you last read it"
         next_step = ("If you still want it, write it again with force=true; otherwise leave "
                      "it deleted.")

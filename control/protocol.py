@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 ERROR_CODES = ("conflict", "permission_denied", "not_found", "invalid", "too_large", "internal")
 
 DIGEST_PATTERN = r"^[0-9a-f]{64}$"
+# what a connection last saw of a path: a digest, or "absent" (it saw no file there)
+EXPECT_PATTERN = r"^(?:[0-9a-f]{64}|absent)$"
 MAX_ARGS = 256
 MAX_ARG_LEN = 4096
 
@@ -76,9 +78,10 @@ class WriteRequest(_Request):
     )
     append: bool = False
     force: bool = False
-    # The version this connection last read or wrote (clients fill it in, never the
-    # model): two processes of one agent share its record, this tells them apart.
-    expect: str | None = Field(default=None, pattern=DIGEST_PATTERN)
+    # The version this connection last read or wrote, or "absent" when it saw no file
+    # there (clients fill it in, never the model): two processes of one agent share
+    # its record, this tells them apart.
+    expect: str | None = Field(default=None, pattern=EXPECT_PATTERN)
 
     @model_validator(mode="after")
     def _one_source(self) -> WriteRequest:
@@ -103,7 +106,7 @@ class DeleteRequest(_Request):
     op: Literal["delete"]
     path: str = Field(max_length=MAX_ARG_LEN)
     force: bool = False
-    expect: str | None = Field(default=None, pattern=DIGEST_PATTERN)
+    expect: str | None = Field(default=None, pattern=EXPECT_PATTERN)
 
 
 class SearchRequest(_Request):
@@ -118,13 +121,58 @@ class WhoamiRequest(_Request):
     op: Literal["whoami"]
 
 
+# A revision: a commit id (4-40 hex digits), HEAD~N, or a time; checked by the history.
+Rev = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class LogRequest(_Request):
+    op: Literal["log"]
+    # STORE or STORE/PATH (a file or folder); None: every readable store with history
+    path: str | None = Field(default=None, max_length=MAX_ARG_LEN)
+    limit: int = Field(default=20, ge=1, le=10_000)
+    since: Rev | None = None  # a time: only changes at or after it
+    author: str | None = Field(default=None, max_length=64)
+    patch: bool = False  # each entry with its diff
+
+
+class ShowRequest(_Request):
+    """An old version of a file (also of one deleted since), paged like ``read``."""
+
+    op: Literal["show"]
+    path: str = Field(max_length=MAX_ARG_LEN)
+    rev: Rev
+    offset: int = Field(default=1, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    encoding: Literal["text", "base64"] = "text"
+
+
+class DiffRequest(_Request):
+    """A unified diff of one file: ``rev`` None = from the version this agent last saw
+    to now; ``REV`` = from REV to now; ``REV..REV`` = between two revisions."""
+
+    op: Literal["diff"]
+    path: str = Field(max_length=MAX_ARG_LEN)
+    rev: str | None = Field(default=None, min_length=1, max_length=130)
+
+
+class RestoreRequest(_Request):
+    """Write the content the file had at ``rev`` back: a version-checked replace."""
+
+    op: Literal["restore"]
+    path: str = Field(max_length=MAX_ARG_LEN)
+    rev: Rev
+    force: bool = False
+    expect: str | None = Field(default=None, pattern=EXPECT_PATTERN)
+
+
 Request = Annotated[
     ListRequest | ReadRequest | StatRequest | WriteRequest | DeleteRequest | SearchRequest
-    | WhoamiRequest,
+    | WhoamiRequest | LogRequest | ShowRequest | DiffRequest | RestoreRequest,
     Field(discriminator="op"),
 ]
 _REQUEST = TypeAdapter(Request)
-OPS = ("list", "read", "stat", "write", "delete", "search", "whoami")
+OPS = ("list", "read", "stat", "write", "delete", "search", "whoami", "log", "show", "diff",
+       "restore")
 
 
 def decode_request(line: bytes) -> Request:

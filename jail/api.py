@@ -9,12 +9,13 @@ in the dead launcher fails with JailError.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import socket
 import subprocess
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -155,6 +156,7 @@ class Jail:
         args: Sequence[str],
         *,
         known: Collection[str] | None = None,
+        hidden: Callable[[str], Collection[str]] | None = None,
     ) -> SearchResult:
         """Run ripgrep with the user's ``args`` over ``stores`` (name -> directory; only
         the stores the agent may read). Output paths read ``STORE/PATH``.
@@ -162,6 +164,8 @@ class Jail:
         ``known`` (every store there is, readable or not) tells a path naming a store
         that exists but is not readable (StoreNotReadable, a BadArguments) from one
         naming no store at all (BadArguments); the arguments are parsed once, here.
+        ``hidden(store)`` gives the paths in a store never to search (planted special
+        files, hard links): rg skips them, and a path argument naming one is refused.
 
         Raises BadArguments (refused flag or path), JailLimit (timeout, CPU, memory),
         ToolFailed (rg error with no output at all), JailError (launcher gone).
@@ -176,6 +180,13 @@ class Jail:
         )
         if not command.stores:
             return SearchResult(b"", 1, False, "")
+        if hidden is not None:
+            excluded = tuple(f"{name}/{rel}" for name in command.stores for rel in hidden(name))
+            refused = sorted(set(command.paths) & set(excluded))
+            if refused:
+                raise BadArguments(f"path {refused[0]!r} is not a file memfs shows (a special "
+                                   "file, symlink or hard link planted in the store)")
+            command = dataclasses.replace(command, excluded=excluded)
         if len(command.stores) > MAX_FDS - 5:
             raise BadArguments(f"too many stores in one search (at most {MAX_FDS - 5})")
         limit = self.settings.output_limit_bytes

@@ -20,6 +20,7 @@ MOUNT_PREFIX = "/memory/"
 MAX_ARGS_BYTES = 64 * 1024
 _SIZE = re.compile(r"[0-9]+[KMG]?")
 _MAX_REGEX_SIZE = 1 << 30
+_GLOB_SPECIAL = re.compile(r"[\\*?\[\]{}]")
 
 Check = Callable[[str, str], str]  # (flag, value) -> value to pass on, or raise
 
@@ -185,6 +186,10 @@ class RgCommand:
     stores: tuple[str, ...]
     threads: int
     named: tuple[str, ...] = ()
+    # STORE/PATH of entries never to search (planted specials, hard links): each
+    # becomes an exclusion glob placed after the user's globs, so none can undo it
+    # (the later of two matching globs wins)
+    excluded: tuple[str, ...] = ()
 
     @property
     def argv(self) -> list[str]:
@@ -192,6 +197,8 @@ class RgCommand:
         # --no-ignore-parent: the stores' real parents are outside the jail.
         args = ["--no-config", "--color", "never", "--no-ignore-parent", "--no-ignore-global"]
         args += ["--threads", str(self.threads), *self.options]
+        for path in self.excluded:
+            args += ["--glob", "!/" + _GLOB_SPECIAL.sub(r"\\\g<0>", path)]
         for pattern in self.patterns:
             args += ["--regexp", pattern]
         return [*args, "--", *self.paths]

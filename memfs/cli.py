@@ -57,6 +57,10 @@ def cmd_ls(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_cat(client: Client, args: argparse.Namespace) -> int:
+    if getattr(args, "at", None) is not None:
+        from memfs.cli_history import cmd_show
+
+        return cmd_show(client, args)
     if args.offset is None and args.limit is None and not args.json:
         data, meta = client.read_bytes(args.path)
         sys.stdout.buffer.write(data)
@@ -206,6 +210,8 @@ def _parser() -> argparse.ArgumentParser:
     cat.add_argument("path", metavar="PATH")
     cat.add_argument("--offset", type=int, metavar="LINE", help="first line (1-based)")
     cat.add_argument("--limit", type=int, metavar="LINES", help="number of lines")
+    cat.add_argument("--at", metavar="REV", help="the version at REV (a commit id, HEAD~N or "
+                     "a time), from history")
     st = add("stat", cmd_stat, "show a file's digest, size, last writer and your seen digest")
     st.add_argument("path", metavar="PATH")
     write = add("write", cmd_write, "write stdin to PATH (replace, or --append)")
@@ -227,6 +233,9 @@ def _parser() -> argparse.ArgumentParser:
     upload.add_argument("path", metavar="PATH")
     upload.add_argument("--force", action="store_true", help="skip the version check")
     add("grep", cmd_grep, "search with ripgrep: memfs grep [RG-FLAGS] PATTERN [PATH...]")
+    from memfs import cli_history
+
+    cli_history.register(add)
     return parser
 
 
@@ -248,13 +257,14 @@ class _Args:
         self.__dict__.update(values)
 
 
-# command -> (positionals, boolean flags, integer options), for the fast path
-_SIMPLE: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    "cat": (("path",), (), ("offset", "limit")),
-    "ls": (("*globs",), (), ()),
-    "stat": (("path",), (), ()),
-    "write": (("path",), ("append", "force"), ()),
-    "rm": (("path",), ("force",), ()),
+# command -> (positionals, boolean flags, integer options, other options: absent here),
+# for the fast path
+_SIMPLE: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "cat": (("path",), (), ("offset", "limit"), ("at",)),
+    "ls": (("*globs",), (), (), ()),
+    "stat": (("path",), (), (), ()),
+    "write": (("path",), ("append", "force"), (), ()),
+    "rm": (("path",), ("force",), (), ()),
 }
 
 
@@ -283,9 +293,9 @@ def _fast_args(argv: list[str]) -> _Args | None:
             rest.append(word)
     if command is None:
         return None
-    positionals, flags, integers = _SIMPLE[command]
+    positionals, flags, integers, others = _SIMPLE[command]
     values.update({flag: False for flag in flags})
-    values.update({option: None for option in integers})
+    values.update({option: None for option in (*integers, *others)})
     given: list[str] = []
     items = iter(rest)
     for word in items:

@@ -40,13 +40,20 @@ class _Strict(BaseModel):
 
 
 class StoreConfig(_Strict):
-    """A store: a named folder of files. No options yet; the table marks it defined."""
+    """A store: a named folder of files."""
 
     description: str = ""
+    # every accepted change is a git commit in ROOT/state/history/STORE.git; off for
+    # stores that must not keep old content
+    history: bool = True
+    # holds sessions/, tasks/ and decisions/, written only by their operations
+    structured: bool = False
 
 
 class AgentConfig(_Strict):
     uid: int = Field(ge=0, lt=2**32 - 1)
+    # the author email of this agent's history commits (default AGENT@memfs.invalid)
+    email: str | None = Field(default=None, max_length=254, pattern=r"^[^<>\s]+$")
     # store name -> access; stores not listed are invisible to the agent
     stores: dict[str, Access] = Field(default_factory=dict)
 
@@ -62,15 +69,34 @@ class JailConfig(_Strict):
     sed_root: Path | None = None
 
 
+SEARCH_TOOLS = ("rg", "grep", "egrep", "fgrep", "rgrep", "zgrep", "ag", "ack", "ugrep", "ug",
+                "find", "fd", "fdfind", "sift", "pt")
+
+
+class ScansConfig(_Strict):
+    """Which opens through the mount are searches, not reads (see memfs/fuse/scans.py):
+    a search records nothing, so it never makes a stale write acceptable."""
+
+    # executables (base names) whose opens are never recorded as reads
+    tools: list[str] = Field(default_factory=lambda: list(SEARCH_TOOLS))
+    # a process opening more unread files than this within a second is a scan from
+    # then on (0: no such limit)
+    max_opens_per_second: int = Field(default=64, ge=0)
+
+
 class Config(_Strict):
     root: Path
     mount: Path = Path("/memory")
     socket: Path = Path("/run/memfs/control.sock")
     delegates: list[int] = Field(default_factory=list)  # uids that may act for any agent
     max_file_size: int = Field(default=16 * MiB, ge=1, le=1024 * MiB)
+    # seen records of deleted files are kept this long (a blind re-create by an agent
+    # that read the file is a conflict until then), then swept
+    seen_retention_days: float = Field(default=30.0, ge=0)
     stores: dict[str, StoreConfig] = Field(default_factory=dict)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     jail: JailConfig = Field(default_factory=JailConfig)
+    scans: ScansConfig = Field(default_factory=ScansConfig)
 
     @field_validator("root", "mount", "socket")
     @classmethod

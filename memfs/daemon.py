@@ -80,6 +80,8 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
     try:
         jail = await trio.to_thread.run_sync(start_jail, config)
         dispatcher = Dispatcher(engine, jail)
+        await trio.to_thread.run_sync(engine.recover)
+        await sweep_seen_records(engine, first=True)
         listener = await open_listener(config.socket)
         async with trio.open_nursery() as nursery:
             if mount:
@@ -87,6 +89,8 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
 
                 view = await nursery.start(serve_mount, engine, config.mount)
                 nursery.start_soon(watch_other_daemons, engine, view.store_changed)
+            nursery.start_soon(sweep_seen_records, engine)
+            nursery.start_soon(maintain_history, engine)
             server = ControlServer(dispatcher, max_line_bytes(config.max_file_size))
             await nursery.start(server.serve, listener)
             nursery.start_soon(check_shared_root, config.root)
@@ -141,6 +145,40 @@ async def watch_other_daemons(engine: Engine, store_changed: Callable[[str], Non
         for store in sorted(changed | again):
             await trio.to_thread.run_sync(store_changed, store)
         again = changed
+
+
+SWEEP_INTERVAL = 6 * 3600.0
+
+
+async def sweep_seen_records(engine: Engine, *, first: bool = False) -> None:
+    """Remove stale seen records in a worker thread: once (``first``, before serving),
+    else every SWEEP_INTERVAL. A failure is logged and retried at the next round."""
+    while True:
+        if not first:
+            await trio.sleep(SWEEP_INTERVAL)
+        try:
+            removed = await trio.to_thread.run_sync(engine.sweep_seen)
+            if removed:
+                log.info("removed %d seen records of deleted files", removed)
+        except OSError as error:
+            log.warning("sweeping seen records failed: %s", error)
+        if first:
+            return
+
+
+HISTORY_SYNC_INTERVAL = 1.0
+
+
+async def maintain_history(engine: Engine) -> None:
+    """Every second, in a worker thread: make recent history commits durable and pack
+    loose objects when there are many (see memfs/store/history.py). A failure is
+    logged, never fatal: the files are the source of truth."""
+    while True:
+        await trio.sleep(HISTORY_SYNC_INTERVAL)
+        try:
+            await trio.to_thread.run_sync(engine.maintain)
+        except Exception as error:  # pygit2 raises several kinds; the daemon must live on
+            log.warning("history maintenance failed: %s", error)
 
 
 def _sole_error(error: BaseException) -> BaseException:

@@ -233,7 +233,7 @@ class NodeTable:
         """True for a directory, False for a regular file, None for anything hidden."""
         if stat.S_ISDIR(st.st_mode):
             return True
-        if stat.S_ISREG(st.st_mode):
+        if backing.is_kept(st):
             return False
         return None
 

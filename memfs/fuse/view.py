@@ -56,6 +56,7 @@ from memfs.fuse.nodes import (
     _Counters,
     _showable,
 )
+from memfs.fuse.scans import ScanDetector
 from memfs.store import backing
 from memfs.store.engine import Engine
 from memfs.store.errors import InvalidInput, MemfsError
@@ -64,7 +65,7 @@ log = logging.getLogger("memfs.fuse.mount")
 
 INLINE_OPEN_LIMIT = 1024 * 1024  # bigger files are pinned in a worker thread
 XATTR_DIGEST = b"user.memfs.digest"
-XATTR_SEEN = b"user.memfs.store.seen"
+XATTR_SEEN = b"user.memfs.seen"
 XATTRS = (XATTR_DIGEST, XATTR_SEEN)
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT
 
@@ -93,6 +94,8 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         self._notify_lock = threading.Lock()
         self._attached = False
         self.counters = _Counters()
+        self._scans = ScanDetector(self.config.scans.tools,
+                                   self.config.scans.max_opens_per_second)
         self._commit_epoch = 0  # bumped by every commit through this daemon
         # Changes made through other daemons (store_changed): the hand-out epoch and
         # when each past epoch ended (memfs/fuse/cache.py).
@@ -261,6 +264,7 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             # The hot loop of a listing (rg lists every directory it searches): names,
             # then an lstat each (cheaper than scandir's DirEntry objects).
             children, attrs_of, add, lstat = node.children, self._attrs, entries.append, os.stat
+            kept = backing.is_kept
             for name in sorted(os.listdir(dir_fd)):
                 if not _showable(name):
                     continue
@@ -268,13 +272,12 @@ class MemoryView(KernelCache, pyfuse3.Operations):
                     st = lstat(name, dir_fd=dir_fd, follow_symlinks=False)
                 except OSError:
                     continue
-                mode = st.st_mode
-                if stat.S_ISREG(mode):
+                if kept(st):
                     kind = False
-                elif stat.S_ISDIR(mode):
+                elif stat.S_ISDIR(st.st_mode):
                     kind = True
                 else:
-                    continue  # symlinks, FIFOs, sockets, devices: hidden
+                    continue  # symlinks, FIFOs, sockets, devices, hard links: hidden
                 child = children.get((name, kind)) or self._child(node, name, kind)
                 add((child.name, attrs_of(child, st)))
         finally:
@@ -312,9 +315,11 @@ class MemoryView(KernelCache, pyfuse3.Operations):
 
     # -- files ----------------------------------------------------------------------
 
-    def _pin(self, agent: str, node: Node) -> tuple[int, os.stat_result]:
-        """Pin the current version, recording it as seen by ``agent``: fd and stat."""
-        pinned = self.engine.open_version(agent, node.mem_path())
+    def _pin(self, agent: str, node: Node, pid: int) -> tuple[int, os.stat_result]:
+        """Pin the current version, recording it as seen by ``agent`` unless process
+        ``pid`` is scanning (memfs/fuse/scans.py): fd and stat."""
+        pinned = self.engine.open_version(agent, node.mem_path(),
+                                          is_scan=lambda: self._scans.is_scan(pid))
         if pinned.stat is not None:
             return pinned.fd, pinned.stat
         try:
@@ -336,10 +341,10 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             if node.last_size is not None and node.last_size <= INLINE_OPEN_LIMIT:
                 # Small, the common case: a thread hop would cost more than the open.
                 # (A file planted by hand is hashed once here; at most 1 MiB of blake3.)
-                fd, st = self._pin(agent, node)
+                fd, st = self._pin(agent, node, ctx.pid)
                 self.counters.opens_inline += 1
             else:
-                fd, st = await trio.to_thread.run_sync(self._pin, agent, node)
+                fd, st = await trio.to_thread.run_sync(self._pin, agent, node, ctx.pid)
                 self.counters.opens_thread += 1
             return self._opened(node, fd, st)
         except pyfuse3.FUSEError:

@@ -4,6 +4,13 @@ Every path is walked one component at a time relative to an open directory fd wi
 ``O_NOFOLLOW``, so a symlink, FIFO or device planted in the backing directory can never
 lead outside the store or block the daemon: a symlinked directory is refused, a
 non-regular file is reported as such and never opened for reading.
+
+What memfs shows. A file is shown (read, listed, searched, stamped with a version
+record) only if `is_kept` says so: a regular file with exactly one link, owned by the
+daemon's own uid, as every file memfs writes is. A hard link planted in a store
+(``ln stores/secret/s.txt stores/notes/hl``, or to a system file) is another name of an
+inode that lives elsewhere, so it is treated like a planted FIFO: hidden, never read,
+never stamped.
 """
 
 from __future__ import annotations
@@ -25,6 +32,22 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 DIR_MODE = 0o755  # o+rx: the jailed, unprivileged rg reads stores through fds
 FILE_MODE = 0o644
+OWNER_UID = os.geteuid()  # the daemon's files are its own (it never changes its euid)
+
+
+def is_kept(st: os.stat_result) -> bool:
+    """True for a file memfs shows: regular, one link, owned by the daemon's uid.
+    (No link at all is fine: a version pinned open and since replaced or deleted.)"""
+    return stat.S_ISREG(st.st_mode) and st.st_nlink <= 1 and st.st_uid == OWNER_UID
+
+
+def not_kept_reason(st: os.stat_result) -> str:
+    """Why a non-directory entry is not shown (for error messages)."""
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_nlink > 1:
+        return "is a hard link (another name of a file elsewhere); memfs never reads it"
+    return "is not owned by the memfs daemon; memfs never reads it"
 
 
 # errnos that mean "the file changed under us" when they come from an fd that was just
@@ -64,6 +87,18 @@ def closing_fd(fd: int) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)
+
+
+def read_all(fd: int, size: int) -> bytes:
+    """Every byte behind ``fd`` (pread from 0; ``size`` is the expected size)."""
+    chunks: list[bytes] = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, max(size - offset, 65536), offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
 
 
 def open_dir(parent_fd: int, name: str) -> int:
@@ -114,7 +149,8 @@ def walk_parent(store_fd: int, parts: tuple[str, ...], *, create: bool) -> int:
 def open_regular(parent_fd: int, name: str) -> int | None:
     """Open the regular file ``name`` for reading; None if it does not exist.
 
-    Raises InvalidInput for a symlink, directory or special file.
+    Raises InvalidInput for a symlink, directory, special file or a file that is not
+    `is_kept` (hard link, foreign owner).
     """
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=parent_fd)
@@ -126,9 +162,10 @@ def open_regular(parent_fd: int, name: str) -> int | None:
         if error.errno in (errno.ENXIO, errno.EISDIR):
             raise InvalidInput(f"{name!r} is not a regular file") from None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    st = os.fstat(fd)
+    if not is_kept(st):
         os.close(fd)
-        raise InvalidInput(f"{name!r} is not a regular file")
+        raise InvalidInput(f"{name!r} {not_kept_reason(st)}")
     return fd
 
 
@@ -209,6 +246,23 @@ def open_beneath(store_fd: int, parts: tuple[str, ...]) -> int | None:
         return open_regular(parent, parts[-1])
 
 
+def open_kept(store_fd: int, parts: tuple[str, ...]) -> tuple[int, os.stat_result] | None:
+    """fd and fstat of STORE/PARTS if it is a file memfs keeps (`is_kept`); None if it
+    does not exist. Raises InvalidInput for a symlink on the way, a component that is
+    not a directory, or a file memfs does not keep. The caller closes the fd."""
+    fd = open_beneath(store_fd, parts)
+    if fd is None:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not is_kept(st):
+            raise InvalidInput(f"{'/'.join(parts)!r} {not_kept_reason(st)}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
 @dataclass(frozen=True)
 class Entry:
     """A regular file found while walking a store; ``rel`` is relative to the store."""
@@ -219,9 +273,9 @@ class Entry:
 
 
 def walk_files(store_fd: int, prefix: tuple[str, ...] = ()) -> Iterator[Entry]:
-    """Yield every regular file below the store, never following symlinks.
-
-    Symlinks, FIFOs, devices and sockets are skipped; unreadable directories too.
+    """Yield every file below the store that memfs shows (`is_kept`), never following
+    symlinks. Symlinks, FIFOs, devices, sockets and hard links are skipped;
+    unreadable directories too.
     """
     try:
         # a fresh open, not a dup: a dup would share its directory offset with the
@@ -246,7 +300,7 @@ def walk_files(store_fd: int, prefix: tuple[str, ...] = ()) -> Iterator[Entry]:
                     if error.errno in CHANGED_UNDER_US:
                         continue  # deleted (or replaced) since the directory was read
                     raise
-                if stat.S_ISREG(st.st_mode):
+                if is_kept(st):
                     yield Entry(rel, st.st_size, st.st_mtime_ns)
                 elif stat.S_ISDIR(st.st_mode):
                     subdirs.append((entry.name, rel))

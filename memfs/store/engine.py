@@ -2,32 +2,44 @@
 
 Layout under ROOT::
 
-    stores/STORE/...            the content, exactly the files agents see
-    state/seen/AGENT/STORE/...  digest each agent last read or wrote (seen.py)
-    state/staging/DAEMON/       new bytes before they are renamed into place
-    state/locks/STORE.lock      flock'd by the daemon committing to STORE
+    stores/STORE/...             the content, exactly the files agents see
+    state/seen/AGENT/STORE/...   digest each agent last read or wrote (seen.py)
+    state/staging/DAEMON/        new bytes before they are renamed into place
+    state/locks/STORE.lock       flock'd by the daemon committing to STORE
+    state/history/STORE.git      the store's git history (history.py)
 
 The engine is synchronous and thread-safe: the daemon calls it from trio worker
 threads. Several engines (daemons) may share one ROOT: the store lock is an flock on
-a shared file and every decision reads the shared on-disk state.
+a shared file and every decision reads the shared on-disk state. Every accepted change
+lands through one step under the store lock (commits.py): renames, the writer's seen
+records, one history commit.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import stat
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pygit2
+
 from memfs.config import Config
 from memfs.store import backing
-from memfs.store.errors import Conflict, InvalidInput, NotFound, PermissionDenied, TooLarge
-from memfs.store.generation import Generation
+from memfs.store.commits import Landing, Store
+from memfs.store.errors import (
+    ABSENT,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    TooLarge,
+)
 from memfs.store.globs import compile_glob, literal_store
+from memfs.store.history import StoreHistory
+from memfs.store.history_ops import HistoryOps
+from memfs.store.pages import Page, read_page
 from memfs.store.paths import MemPath
 from memfs.store.seen import SeenRecords
 from memfs.store.staging import Staged, Staging
@@ -53,10 +65,19 @@ class Pinned:
 
 @dataclass(frozen=True)
 class Committed:
+    """An accepted change: the new version's digest and size, the digest of the
+    version it replaced (None: the file was created), and its history commit (None:
+    the store keeps no history)."""
+
     path: MemPath
     digest: str
     size: int
-    created: bool
+    previous: str | None
+    commit: str | None = None
+
+    @property
+    def created(self) -> bool:
+        return self.previous is None
 
 
 @dataclass(frozen=True)
@@ -69,33 +90,7 @@ class FileInfo:
     last_written_at: float | None
 
 
-class _StoreLock:
-    """Exclusive per-store lock: a thread lock for this process plus an flock on a
-    shared file for other daemons on the root. Held only inside engine calls, so a
-    client that vanishes can never strand it. A body that completes (a change was
-    made; refusals raise) increments the store's generation before the lock is
-    released, so other daemons notice the change (generation.py)."""
-
-    def __init__(self, path: Path) -> None:
-        self._thread_lock = threading.Lock()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        self.generation = Generation(self._fd)
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        with self._thread_lock:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
-                yield
-                self.generation.bump()
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-
-class Engine:
+class Engine(HistoryOps):
     def __init__(self, config: Config) -> None:
         self.config = config
         self.root = config.root
@@ -107,22 +102,38 @@ class Engine:
         stores_dir = self.root / "stores"
         stores_dir.mkdir(mode=backing.DIR_MODE, exist_ok=True)
         self.seen = SeenRecords(state / "seen")
-        self._store_fds: dict[str, int] = {}
-        self._locks: dict[str, _StoreLock] = {}
-        for store in config.stores:
-            (stores_dir / store).mkdir(mode=backing.DIR_MODE, exist_ok=True)
-            self._store_fds[store] = os.open(stores_dir / store, backing.DIR_FLAGS)
-            self._locks[store] = _StoreLock(state / "locks" / f"{store}.lock")
+        self._stores: dict[str, Store] = {}
+        for name, spec in config.stores.items():
+            history = state / "history" / f"{name}.git" if spec.history else None
+            self._stores[name] = Store(name, stores_dir / name, state / "locks" / f"{name}.lock",
+                                       history, self.seen)
         self._staging = Staging(state / "staging")
         self.commit_listeners: list[Callable[[MemPath], None]] = []
 
     def close(self) -> None:
-        for fd in self._store_fds.values():
-            os.close(fd)
-        for lock in self._locks.values():
-            lock.close()
+        for store in self._stores.values():
+            store.close()
         self._staging.close()
-        self._store_fds.clear()
+        self._stores.clear()
+
+    def recover(self) -> dict[str, list[str]]:
+        """At start-up: per store, under its lock, finish a change a crashed daemon
+        left half done and record in history what differs from the files (see
+        memfs/store/commits.py). Returns the paths recorded, by store."""
+        recorded = {}
+        for name, store in self._stores.items():
+            with store.locked():
+                recorded[name] = store.recover()
+        return recorded
+
+    def maintain(self) -> None:
+        """Make recent history commits durable, and pack loose objects when many
+        (the daemon calls it every second in a worker thread)."""
+        for store in self._stores.values():
+            if store.history is not None:
+                store.history.sync()
+                if store.history.needs_pack():
+                    store.history.pack()
 
     # -- identity and access ----------------------------------------------------
 
@@ -151,13 +162,36 @@ class Engine:
         return self.root / "stores" / store
 
     def store_fd(self, store: str) -> int:
-        return self._store_fds[store]
+        return self._stores[store].fd
+
+    def sweep_seen(self) -> int:
+        """Remove seen records of files that no longer exist, once they are older than
+        ``seen_retention_days``; returns how many (see memfs/store/seen.py)."""
+
+        def exists(store: str, rel: str) -> bool | None:
+            if store not in self._stores:
+                return False
+            try:
+                fd = backing.open_beneath(self._stores[store].fd, tuple(rel.split("/")))
+            except (InvalidInput, OSError):
+                return None
+            if fd is None:
+                return False
+            os.close(fd)
+            return True
+
+        return self.seen.sweep(exists, self.config.seen_retention_days * 86400)
+
+    def planted(self, store: str) -> list[str]:
+        """Paths in ``store`` that memfs never shows (see memfs/store/planted.py), for
+        the jailed search to skip. Raises InvalidInput when there are absurdly many."""
+        return self._stores[store].planted.planted()
 
     def changed_elsewhere(self) -> list[str]:
         """The stores that another daemon on the root changed since the last call
         (one read of each store's generation; blocking: call from a worker thread)."""
-        return [store for store, lock in self._locks.items()
-                if lock.generation.changed_elsewhere()]
+        return [name for name, store in self._stores.items()
+                if store.generation.changed_elsewhere()]
 
     def check_access(self, agent: str, store: str, *, write: bool = False) -> None:
         """Raise PermissionDenied unless ``agent`` may read (or write) ``store``."""
@@ -171,58 +205,83 @@ class Engine:
 
     def _open_current(self, path: MemPath) -> tuple[int, os.stat_result] | None:
         """fd and fstat of the file's current version, or None if it does not exist.
-
-        Raises InvalidInput when a component is a symlink or not a directory, or the
-        file is not a regular file.
-        """
-        fd = backing.open_beneath(self._store_fds[path.store], path.parts)
-        if fd is None:
-            return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise InvalidInput(f"{path} is not a regular file")
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd, st
+        Raises InvalidInput (a symlink on the way, not a file memfs keeps)."""
+        return backing.open_kept(self._stores[path.store].fd, path.parts)
 
     @backing.retry_stale
-    def open_version(self, agent: str, path: MemPath, *, record: bool = True) -> Pinned:
+    def open_version(self, agent: str, path: MemPath, *, record: bool = True,
+                     absent: bool = False, is_scan: Callable[[], bool] | None = None,
+                     ) -> Pinned:
         """Pin the current version of a file and (with ``record``) record its digest
         as seen by ``agent``. The caller owns ``Pinned.fd`` and must close it.
+        ``is_scan`` is asked only when recording would change the agent's record;
+        True means the opener is searching, not reading: nothing is recorded.
+        ``absent``: observing that the file does not exist counts as a read too (it
+        records ABSENT over a digest the agent saw before, so that it may create the
+        file again), done by reads and stats, never by scans.
 
         Raises PermissionDenied, NotFound, InvalidInput (symlink, directory, special).
         """
         self.check_access(agent, path.store)
         opened = self._open_current(path)
         if opened is None:
+            if absent:
+                self._saw_absent(agent, path)
             raise NotFound(f"{path} does not exist")
         fd, st = opened
         try:
             version = version_of(fd, st, remember=True)
             previous = self.seen.get(agent, path)
-            if record and previous != version.digest:
+            if record and previous != version.digest and not (is_scan and is_scan()):
                 self.seen.put(agent, path, version.digest)
         except BaseException:
             os.close(fd)
             raise
-        return Pinned(fd, version, previous, st)
+        return Pinned(fd, version, None if previous == ABSENT else previous, st)
+
+    def _saw_absent(self, agent: str, path: MemPath) -> None:
+        seen = self.seen.get(agent, path)
+        if seen is not None and seen != ABSENT:
+            self.seen.put(agent, path, ABSENT)
 
     @backing.retry_stale
     def read_bytes(self, agent: str, path: MemPath) -> tuple[bytes, Pinned]:
-        """The whole content of the current version, recorded as seen."""
-        pinned = self.open_version(agent, path)
+        """The whole content of the current version, recorded as seen (its absence
+        too)."""
+        pinned = self.open_version(agent, path, absent=True)
         with backing.closing_fd(pinned.fd):
-            return _read_all(pinned.fd, pinned.version.size), pinned
+            return backing.read_all(pinned.fd, pinned.version.size), pinned
+
+    @backing.retry_stale
+    def read_page(self, agent: str, path: MemPath, offset: int,
+                  limit: int | None) -> tuple[Page, Pinned]:
+        """Lines ``[offset, offset + limit)`` of the current version, which is recorded
+        as seen (its absence too); memory bounded by the page (memfs/store/pages.py)."""
+        pinned = self.open_version(agent, path, absent=True)
+        with backing.closing_fd(pinned.fd):
+            return read_page(pinned.fd, offset, limit), pinned
 
     def info(self, agent: str, path: MemPath) -> FileInfo:
-        """Digest, size and last writer of the current version; records nothing."""
-        pinned = self.open_version(agent, path, record=False)
+        """Digest, size and last writer of the current version; records nothing but
+        the file's absence."""
+        pinned = self.open_version(agent, path, record=False, absent=True)
         os.close(pinned.fd)
         version = pinned.version
         return FileInfo(path, version.digest, version.size, pinned.previous,
                         version.last_write.agent, version.last_write.at)
+
+    @backing.retry_stale
+    def current_bytes(self, path: MemPath) -> bytes | None:
+        """The current content (no access check, no record); None if missing."""
+        opened = self._open_current(path)
+        if opened is None:
+            return None
+        fd, st = opened
+        with backing.closing_fd(fd):
+            return backing.read_all(fd, st.st_size)
+
+    def _store_history(self, store: str) -> StoreHistory | None:
+        return self._stores[store].history
 
     @backing.retry_stale
     def _read_current(self, path: MemPath) -> tuple[Version, bytes]:
@@ -233,7 +292,7 @@ class Engine:
         fd, st = opened
         with backing.closing_fd(fd):
             version = version_of(fd, st)
-            return version, _read_all(fd, version.size)
+            return version, backing.read_all(fd, version.size)
 
     @backing.retry_stale
     def current_digest(self, path: MemPath) -> str | None:
@@ -259,7 +318,7 @@ class Engine:
                     raise PermissionDenied(f"agent {agent!r} is not attached to store {limit!r}")
                 raise NotFound(f"no store named {limit!r}")
             for store in [limit] if limit else stores:
-                for entry in backing.walk_files(self._store_fds[store]):
+                for entry in backing.walk_files(self._stores[store].fd):
                     name = f"{store}/{entry.rel}"
                     if not name.isprintable() or _undecodable(name):
                         continue  # cannot be named in a request; the mount still shows it
@@ -274,9 +333,10 @@ class Engine:
         """Replace (or create) the file with ``data``, or append ``data`` to it.
 
         Replace is accepted only if the agent's seen digest equals the current one, or
-        the file does not exist and the agent never saw a version of it, or ``force``;
-        otherwise Conflict. ``expected``, when given, is the version the caller's own
-        connection last saw, and must be current too: it tells apart two processes of
+        the file does not exist and the agent's record does not say it saw a version
+        (no record, or ABSENT), or ``force``; otherwise Conflict. ``expected``, when
+        given, is what the caller's own connection last saw (a digest, or ABSENT: "I
+        saw no file here"), and must be current too: it tells apart two processes of
         one agent, which share the agent's record. Append needs no prior read and
         never loses data. Raises PermissionDenied, InvalidInput, TooLarge, Conflict.
         """
@@ -284,8 +344,10 @@ class Engine:
         self._check_size(len(data))
         if append:
             return self._append(agent, path, data)
-        with self._staging.stage(data, agent) as staged:
-            return self._commit(agent, path, staged, base=expected, force=force)
+        blob = self._stores[path.store].blob(data)
+        with self._staging.stage(data, agent, _hex(blob)) as staged:
+            return self._replace(agent, path, staged, blob, expected=expected, force=force,
+                                 op="write")
 
     def edit(self, agent: str, path: MemPath, transform: Callable[[bytes], bytes], *,
              force: bool = False, expected: str | None = None) -> Committed:
@@ -295,35 +357,51 @@ class Engine:
         changes nothing."""
         self.check_access(agent, path.store, write=True)
         base, data = self._read_current(path)
-        seen = self.seen.get(agent, path)
         if not force:
-            for known in (seen, expected) if expected is not None else (seen,):
-                if known != base.digest:
-                    raise Conflict(str(path), base.digest, known, base.last_write)
+            self._check(agent, path, base, expected)
         new = transform(data)
         self._check_size(len(new))
-        with self._staging.stage(new, agent) as staged:
-            return self._commit(agent, path, staged, base=base.digest, force=force)
+        blob = self._stores[path.store].blob(new)
+        with self._staging.stage(new, agent, _hex(blob)) as staged:
+            return self._replace(agent, path, staged, blob, expected=base.digest, force=force,
+                                 op="edit")
+
+    def restore(self, agent: str, path: MemPath, rev: str, *, force: bool = False,
+                expected: str | None = None) -> Committed:
+        """Write the content ``path`` had at ``rev`` back, as a new commit naming that
+        revision: an ordinary version-checked replace (``expected`` too). Restoring a
+        deleted file recreates it (nothing is overwritten). Raises PermissionDenied,
+        NotFound (no history, no such revision, no such file then), InvalidInput,
+        Conflict."""
+        self.check_access(agent, path.store, write=True)
+        commit, data = self.version_at(agent, path, rev)
+        self._check_size(len(data))
+        blob = self._stores[path.store].blob(data)
+        with self._staging.stage(data, agent, _hex(blob)) as staged:
+            return self._replace(agent, path, staged, blob, expected=expected, force=force,
+                                 op="restore", summary=f"restore {path} to {commit[:7]}",
+                                 create_freely=True)
 
     def delete(self, agent: str, path: MemPath, *, force: bool = False,
-               expected: str | None = None) -> None:
+               expected: str | None = None) -> Committed:
         """Remove the file; version-checked like a replace (``expected`` too).
         Raises NotFound, Conflict."""
         self.check_access(agent, path.store, write=True)
+        store = self._stores[path.store]
         parent = self._parent(path, create=False)
         with backing.closing_fd(parent):
-            with self._locks[path.store].held():
+            with store.locked():
                 current = _version_at(parent, path.parts[-1])
                 if current is None:
                     raise NotFound(f"{path} does not exist")
                 if not force:
-                    if expected is not None and current.digest != expected:
-                        raise Conflict(str(path), current.digest, expected, current.last_write)
-                    self._check_seen(agent, path, current)
-                os.unlink(path.parts[-1], dir_fd=parent)
-                self.seen.forget(agent, path)
+                    self._check(agent, path, current, expected)
+                commit = store.land(agent, self._email(agent),
+                                    [Landing(path, parent, None, record=False, forget=True)],
+                                    op="delete", summary=f"delete {path}", forced=force)
             os.fsync(parent)
         self._notify(path)
+        return Committed(path, current.digest, 0, current.digest, commit)
 
     # -- commit machinery ------------------------------------------------------------
 
@@ -331,59 +409,75 @@ class Engine:
         if size > self.config.max_file_size:
             raise TooLarge(f"content is {size} bytes; the limit is {self.config.max_file_size}")
 
+    def _email(self, agent: str) -> str:
+        spec = self.config.agents.get(agent)
+        return (spec.email if spec is not None and spec.email else None) or \
+            f"{agent}@memfs.invalid"
+
     def _parent(self, path: MemPath, *, create: bool) -> int:
         try:
-            return backing.walk_parent(self._store_fds[path.store], path.parts, create=create)
+            return backing.walk_parent(self._stores[path.store].fd, path.parts, create=create)
         except FileNotFoundError:
             raise NotFound(f"{path} does not exist") from None
 
-    def _check_seen(self, agent: str, path: MemPath, current: Version | None) -> None:
-        """Raise Conflict unless the agent's record allows replacing ``current``."""
+    def _check(self, agent: str, path: MemPath, current: Version | None,
+               expected: str | None) -> None:
+        """Raise Conflict unless the agent's record, and ``expected`` when given, allow
+        replacing ``current`` (None: no file). The record allows it when it is the
+        current digest, or when there is no file and the record says no version was
+        seen (None or ABSENT); ``expected`` must name exactly what is there."""
         seen = self.seen.get(agent, path)
-        if current is None:
-            if seen is not None:  # it saw a version that someone deleted since
-                raise Conflict(str(path), None, seen, None)
-        elif seen != current.digest:
-            raise Conflict(str(path), current.digest, seen, current.last_write)
+        now = ABSENT if current is None else current.digest
+        record_ok = seen == now or (current is None and seen is None)
+        if not record_ok or (expected is not None and expected != now):
+            failed = seen if not record_ok else expected
+            raise Conflict(str(path), None if current is None else current.digest, failed,
+                           None if current is None else current.last_write, agent)
 
-    def _commit(self, agent: str, path: MemPath, staged: Staged, *, base: str | None,
-                force: bool) -> Committed:
+    def _replace(self, agent: str, path: MemPath, staged: Staged, blob: pygit2.Oid | None, *,
+                 expected: str | None, force: bool, op: str, summary: str | None = None,
+                 create_freely: bool = False) -> Committed:
+        """Land ``staged`` as the new version of ``path`` if the version check allows
+        it (``create_freely``: creating a missing file needs no check)."""
+        store = self._stores[path.store]
         parent = self._parent(path, create=True)
         name = path.parts[-1]
         with backing.closing_fd(parent):
-            with self._locks[path.store].held():
+            with store.locked():
                 current = _version_at(parent, name)
-                if not force:
-                    if base is not None and (current is None or current.digest != base):
-                        seen = self.seen.get(agent, path)
-                        if current is None:
-                            raise Conflict(str(path), None, seen, None)
-                        raise Conflict(str(path), current.digest, seen, current.last_write)
-                    self._check_seen(agent, path, current)
-                staged.move_to(parent, name)
-                self.seen.put(agent, path, staged.digest)
+                if not force and not (create_freely and current is None):
+                    self._check(agent, path, current, expected)
+                commit = store.land(agent, self._email(agent),
+                                    [Landing(path, parent, staged, blob)],
+                                    op=op, summary=summary or f"{op} {path}", forced=force)
             # Outside the lock: other commits proceed while this one becomes durable;
             # the caller is answered only after the directory entry is on disk.
             os.fsync(parent)
         self._notify(path)
-        return Committed(path, staged.digest, staged.size, created=current is None)
+        return Committed(path, staged.digest, staged.size,
+                         None if current is None else current.digest, commit)
 
     def _append(self, agent: str, path: MemPath, data: bytes) -> Committed:
+        store = self._stores[path.store]
         parent = self._parent(path, create=True)
         name = path.parts[-1]
         with backing.closing_fd(parent):
             # Under the lock from read to rename, so no concurrent append is lost.
-            with self._locks[path.store].held():
+            with store.locked():
                 old, old_bytes = _read_version_at(parent, name)
                 self._check_size(len(old_bytes) + len(data))
-                with self._staging.stage(old_bytes + data, agent) as staged:
-                    staged.move_to(parent, name)
+                new = old_bytes + data
+                blob = store.blob(new)
                 # The appender knows the whole new file only if it had the old one.
-                if old is None or self.seen.get(agent, path) == old.digest:
-                    self.seen.put(agent, path, staged.digest)
+                knew = old is None or self.seen.get(agent, path) == old.digest
+                with self._staging.stage(new, agent, _hex(blob)) as staged:
+                    commit = store.land(agent, self._email(agent),
+                                        [Landing(path, parent, staged, blob, record=knew)],
+                                        op="append", summary=f"append {path}")
             os.fsync(parent)
         self._notify(path)
-        return Committed(path, staged.digest, staged.size, created=old is None)
+        return Committed(path, staged.digest, staged.size,
+                         None if old is None else old.digest, commit)
 
     def _notify(self, path: MemPath) -> None:
         for listener in self.commit_listeners:
@@ -405,17 +499,6 @@ def _undecodable(name: str) -> bool:
     return False
 
 
-def _read_all(fd: int, size: int) -> bytes:
-    chunks: list[bytes] = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, max(size - offset, 65536), offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
-
-
 @backing.retry_stale
 def _read_version_at(parent: int, name: str) -> tuple[Version | None, bytes]:
     """The version and bytes of ``name`` (None and b"" when it does not exist)."""
@@ -424,7 +507,7 @@ def _read_version_at(parent: int, name: str) -> tuple[Version | None, bytes]:
         return None, b""
     with backing.closing_fd(fd):
         version = version_of(fd)
-        return version, _read_all(fd, version.size)
+        return version, backing.read_all(fd, version.size)
 
 
 @backing.retry_stale
@@ -434,3 +517,7 @@ def _version_at(parent: int, name: str) -> Version | None:
         return None
     with backing.closing_fd(fd):
         return version_of(fd)
+
+
+def _hex(blob: pygit2.Oid | None) -> str | None:
+    return None if blob is None else str(blob)

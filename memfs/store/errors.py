@@ -39,21 +39,25 @@ class LastWrite:
     at: float | None
 
 
+ABSENT = "absent"  # a seen record or expectation meaning "I saw that no file was there"
+
+
 class Conflict(MemfsError):
     """A version check failed: the file is not the version the agent last saw.
 
-    ``current`` is the file's digest now (None if it does not exist), ``seen`` the
-    digest the agent last read or wrote (None if it never read this file), and
-    ``last_write`` who changed the file last.
+    ``current`` is the file's digest now (None if it does not exist); ``seen`` what the
+    failing check expected: a digest, ``ABSENT`` (the agent saw no file there) or None
+    (it never read this file); ``last_write`` who changed the file last; ``agent`` the
+    writer whose check failed.
     """
 
-    def __init__(
-        self, path: str, current: str | None, seen: str | None, last_write: LastWrite | None
-    ) -> None:
+    def __init__(self, path: str, current: str | None, seen: str | None,
+                 last_write: LastWrite | None, agent: str | None = None) -> None:
         self.path = path
         self.current = current
         self.seen = seen
         self.last_write = last_write
+        self.agent = agent
         super().__init__(self.describe())
 
     def describe(self) -> str:
@@ -61,11 +65,19 @@ class Conflict(MemfsError):
             what = f"{self.path} was deleted since you last read it"
         elif self.seen is None:
             what = f"{self.path} exists and you have not read it"
+        elif self.seen == ABSENT:
+            what = f"{self.path} was created since you found it absent"
         else:
             what = f"{self.path} changed since you last read it"
-        if self.last_write is not None and self.last_write.agent is not None:
+        last = self.last_write
+        if last is not None and last.agent is not None:
             import time
 
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.last_write.at or 0))
-            what += f" (last written by {self.last_write.agent} at {stamp})"
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last.at or 0))
+            if last.agent == self.agent:
+                what += (f" (last written by you, {last.agent}, at {stamp}: by another of your "
+                         "connections, an append made without reading the file, or a write "
+                         "whose reply you did not get)")
+            else:
+                what += f" (last written by {last.agent} at {stamp})"
         return what + "; read it again, then retry (or force to overwrite on purpose)"

@@ -1,23 +1,31 @@
 """Per-agent record of the digest each agent last read or wrote, kept on disk.
 
-One empty marker file per (agent, store, path) under ``ROOT/state/seen/AGENT/STORE/``,
-named by the blake3 of the path; the digest is its xattr ``user.memfs.store.seen``.
-Setting an xattr replaces the value atomically (readers see the old or the new
-digest, never a mix) in one syscall, with no data to write back: cheaper than
-rewriting and renaming a small file, which matters because every first read of a
-version records one.
+One marker file per (agent, store, path) under ``ROOT/state/seen/AGENT/STORE/``,
+named by the blake3 of the path and holding the path itself (so a sweep can tell
+which file it is about); the digest is its xattr ``user.memfs.seen``, or ``absent``
+when the agent saw that no file was there. Setting an xattr replaces the value
+atomically (readers see the old or the new digest, never a mix) in one syscall, with
+no data to write back: cheaper than rewriting and renaming a small file, which matters
+because every first read of a version records one.
 
 The record lives on the shared root, so every daemon on that root decides conflicts
 from the same record, and it survives a restart or ``kill -9`` of the daemon (the
 kernel keeps it). It is not fsynced: after a power loss an agent may find its record
 older than it was, which only turns a write into a conflict, never into a lost update.
+
+Records of files that no longer exist are removed by `sweep` once they are older than
+the retention (``seen_retention_days``): until then an agent that read a deleted file
+is told it was deleted when it writes it again blind.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import blake3
@@ -25,26 +33,23 @@ import blake3
 from memfs.store.backing import STALE_ATTEMPTS
 from memfs.store.paths import MemPath
 
-XATTR = "user.memfs.store.seen"
+XATTR = "user.memfs.seen"
 MARKER_CACHE = 65536  # marker paths remembered (every open looks its marker up)
+
+
+@functools.lru_cache(maxsize=MARKER_CACHE)
+def _marker(directory: str, agent: str, path: MemPath) -> str:
+    name = blake3.blake3(path.rel.encode("utf-8")).hexdigest()
+    return f"{directory}/{agent}/{path.store}/{name}"
 
 
 class SeenRecords:
     def __init__(self, directory: Path) -> None:
         self._dir = os.fspath(directory)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._markers: dict[tuple[str, MemPath], str] = {}
 
     def _file(self, agent: str, path: MemPath) -> str:
-        key = (agent, path)
-        marker = self._markers.get(key)
-        if marker is None:
-            name = blake3.blake3(path.rel.encode("utf-8")).hexdigest()
-            marker = f"{self._dir}/{agent}/{path.store}/{name}"
-            if len(self._markers) >= MARKER_CACHE:
-                self._markers.clear()
-            self._markers[key] = marker
-        return marker
+        return _marker(self._dir, agent, path)
 
     def get(self, agent: str, path: MemPath) -> str | None:
         """The digest ``agent`` last read or wrote at ``path``, or None."""
@@ -68,7 +73,11 @@ class SeenRecords:
             os.setxattr(marker, XATTR, digest.encode("ascii"))
         except FileNotFoundError:
             os.makedirs(os.path.dirname(marker), mode=0o700, exist_ok=True)
-            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                os.pwrite(fd, path.rel.encode("utf-8"), 0)  # for the sweep
+            finally:
+                os.close(fd)
             os.setxattr(marker, XATTR, digest.encode("ascii"))
 
     def forget(self, agent: str, path: MemPath) -> None:
@@ -76,5 +85,37 @@ class SeenRecords:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._file(agent, path))
 
+    def sweep(self, exists: Callable[[str, str], bool | None], older_than: float) -> int:
+        """Remove the records, last changed more than ``older_than`` seconds ago, of
+        files that no longer exist (``exists(store, rel)`` False; None: cannot tell,
+        kept). Markers that hold no path (written by an older memfs) and are that old
+        go too: losing a record only turns a write into a conflict. Returns how many
+        were removed. Never raises for a marker that vanishes meanwhile."""
+        limit = time.time() - older_than
+        removed = 0
+        for agent_dir in _subdirs(self._dir):
+            for store_dir in _subdirs(agent_dir):
+                store = os.path.basename(store_dir)
+                for entry in os.scandir(store_dir):
+                    try:
+                        if entry.stat(follow_symlinks=False).st_ctime > limit:
+                            continue
+                        with open(entry.path, "rb") as handle:
+                            rel = handle.read(65536).decode("utf-8", "replace")
+                        if rel and exists(store, rel) is not False:
+                            continue
+                        os.unlink(entry.path)
+                        removed += 1
+                    except OSError as error:
+                        # ESTALE: another host's daemon swept it as we looked (Gluster)
+                        if error.errno not in (errno.ENOENT, errno.ESTALE):
+                            raise
+                        continue
+        return removed
 
 
+def _subdirs(path: str) -> list[str]:
+    try:
+        return [entry.path for entry in os.scandir(path) if entry.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return []

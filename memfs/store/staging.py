@@ -60,9 +60,10 @@ class Staging:
         self._fd = os.open(self.path, backing.DIR_FLAGS)
 
     @contextlib.contextmanager
-    def stage(self, data: bytes, agent: str) -> Iterator[Staged]:
-        """Write ``data`` to a new staged file with its version record, fsynced.
-        The staged file is removed on exit unless it was moved into place."""
+    def stage(self, data: bytes, agent: str, git: str | None = None) -> Iterator[Staged]:
+        """Write ``data`` to a new staged file with its version record (``git``: its
+        blob id in the store's history), fsynced. The staged file is removed on exit
+        unless it was moved into place."""
         name = secrets.token_hex(8)
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
                      backing.FILE_MODE, dir_fd=self._fd)
@@ -73,7 +74,7 @@ class Staging:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view):]
-                stamp(fd, staged.digest, agent, time.time())
+                stamp(fd, staged.digest, agent, time.time(), git)
                 os.fsync(fd)
             finally:
                 os.close(fd)

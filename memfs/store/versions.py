@@ -37,10 +37,11 @@ from dataclasses import dataclass
 import blake3
 
 from memfs.store.errors import LastWrite
+from memfs.store.lru import LRU
 
 XATTR = "user.memfs.version"
 CHUNK = 1024 * 1024
-REMEMBERED = 65536  # versions kept by identity (see the module docstring)
+REMEMBERED = 65536  # versions kept by identity, least recently used forgotten first
 # _IOR('v', 1, long): the inode generation (ext4, xfs, btrfs, tmpfs, ...)
 FS_IOC_GETVERSION = (2 << 30) | (struct.calcsize("l") << 16) | (ord("v") << 8) | 1
 _GENERATION_ARG = bytes(struct.calcsize("l"))
@@ -48,11 +49,13 @@ _GENERATION_ARG = bytes(struct.calcsize("l"))
 
 @dataclass(frozen=True)
 class Version:
-    """The identity of the bytes behind one open file descriptor."""
+    """The identity of the bytes behind one open file descriptor; ``git`` is their git
+    blob id when the record has it (stores with history)."""
 
     digest: str
     size: int
     last_write: LastWrite
+    git: str | None = None
 
 
 def digest_bytes(data: bytes) -> str:
@@ -69,16 +72,18 @@ def digest_fd(fd: int) -> str:
     return hasher.hexdigest()
 
 
-def stamp(fd: int, digest: str, agent: str | None, at: float) -> None:
+def stamp(fd: int, digest: str, agent: str | None, at: float, git: str | None = None) -> None:
     """Attach the version record to a file (normally the staged copy, before rename)."""
     st = os.fstat(fd)
     record = {"b3": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "agent": agent,
               "at": at}
+    if git is not None:
+        record["git"] = git
     os.setxattr(fd, XATTR, json.dumps(record, separators=(",", ":")).encode())
 
 
-# (digest, size, mtime_ns, agent, at) of a parsed record
-_Record = tuple[str, object, object, str | None, float | None]
+# (digest, size, mtime_ns, agent, at, git) of a parsed record
+_Record = tuple[str, object, object, str | None, float | None, str | None]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -91,16 +96,17 @@ def _parse_record(raw: bytes) -> _Record | None:
         return None
     if not isinstance(record, dict) or "b3" not in record:
         return None
-    agent, at = record.get("agent"), record.get("at")
+    agent, at, git = record.get("agent"), record.get("at"), record.get("git")
     return (str(record["b3"]), record.get("size"), record.get("mtime_ns"),
             agent if isinstance(agent, str) else None,
-            float(at) if isinstance(at, int | float) else None)
+            float(at) if isinstance(at, int | float) else None,
+            git if isinstance(git, str) else None)
 
 
 # (st_dev, st_ino, generation, st_size, st_mtime_ns, st_ctime_ns) -> the Version its
 # record gave (see the module docstring)
 _Key = tuple[int, int, bytes, int, int, int]
-_remembered: dict[_Key, Version] = {}
+_remembered: LRU[_Key, Version] = LRU(REMEMBERED)
 
 
 def version_of(fd: int, st: os.stat_result | None = None, *,
@@ -130,11 +136,9 @@ def version_of(fd: int, st: os.stat_result | None = None, *,
     with contextlib.suppress(OSError):
         record = _parse_record(os.getxattr(fd, XATTR))
     if record is not None and record[1] == st.st_size and record[2] == st.st_mtime_ns:
-        version = Version(record[0], st.st_size, LastWrite(record[3], record[4]))
+        version = Version(record[0], st.st_size, LastWrite(record[3], record[4]), record[5])
         if key is not None:
-            if len(_remembered) >= REMEMBERED:
-                _remembered.clear()
-            _remembered[key] = version
+            _remembered.put(key, version)
         return version
     digest = digest_fd(fd)
     # Remember it for next time; the file keeps its mtime, so the record stays valid.

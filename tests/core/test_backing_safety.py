@@ -78,3 +78,85 @@ def test_private_state_is_not_store_content(planted: tuple[Daemon, Path]) -> Non
         listed = alice.list()
         assert all(p.split("/")[0] in ("notes", "ops") for p in listed)
         assert not any("staging" in p or "seen" in p for p in listed)
+
+
+# -- hard links planted by root ----------------------------------------------------------
+
+HARDLINK_SECRET = "HARDLINK-SECRET-51c2"
+ROOT_ONLY = "ROOT-ONLY-CONTENT-9e07"
+
+
+@pytest.fixture(scope="module")
+def linked() -> Iterator[tuple[Daemon, Path]]:
+    """`notes` holds hard links to a file of the unattached store `secret` and to a
+    root-only 0600 file outside the root, plus a FIFO; all planted by root."""
+    base = public_tmpdir()
+    with Daemon(standard_config(base, jail={"timeout_seconds": 5})) as daemon:
+        stores = Path(daemon.config["root"]) / "stores"
+        secret = stores / "secret" / "s.txt"
+        secret.write_text(f"{HARDLINK_SECRET}\n")
+        private = base / "root-only.txt"
+        private.write_text(f"{ROOT_ONLY}\n")
+        private.chmod(0o600)
+        notes = stores / "notes"
+        os.link(secret, notes / "hl")
+        os.link(private, notes / "hl-private")
+        (notes / "sub").mkdir()
+        os.link(private, notes / "sub" / "deep[1]*.txt")  # glob characters in the name
+        os.mkfifo(notes / "fifo")
+        (notes / "real.md").write_text("real\n")
+        yield daemon, base
+        for planted in (notes / "hl", notes / "hl-private", notes / "sub" / "deep[1]*.txt"):
+            planted.unlink()
+
+
+@pytest.mark.parametrize("path", ["notes/hl", "notes/hl-private", "notes/sub/deep[1]*.txt"])
+def test_hard_links_are_never_read(linked: tuple[Daemon, Path], path: str) -> None:
+    daemon, _ = linked
+    with connect_as(UID_A, daemon.socket) as alice:
+        with pytest.raises(InvalidError) as caught:
+            alice.read(path)
+        assert "hard link" in caught.value.message
+        with pytest.raises(InvalidError):
+            alice.stat(path)
+        with pytest.raises(InvalidError):  # nor written through
+            alice.write(path, "overwrite\n", force=True)
+        assert "notes/real.md" in alice.list()
+        assert not any(p.startswith(("notes/hl", "notes/sub")) for p in alice.list("notes/**"))
+
+
+def test_hard_links_are_never_searched(linked: tuple[Daemon, Path]) -> None:
+    daemon, _ = linked
+    with connect_as(UID_A, daemon.socket) as alice:
+        for args in (["-uuu", "-a", "."], ["--files", "-uuu"], ["-uuu", "-g", "hl*", "."],
+                     ["-uuu", "-g", "notes/**", "-g", "*", "-l", "."]):
+            result = alice.search(args)
+            assert HARDLINK_SECRET not in result["output"], args
+            assert ROOT_ONLY not in result["output"], args
+            assert "notes/hl" not in result["output"], args
+            assert "deep[1]" not in result["output"], args
+        assert "notes/real.md" in alice.search(["--files"])["output"]
+        for named in ("notes/hl", "notes/hl-private", "notes/sub/deep[1]*.txt"):
+            with pytest.raises(InvalidError) as caught:
+                alice.search(["-a", ".", named])
+            assert "not a file memfs shows" in caught.value.message
+
+
+def test_fifo_as_search_path_is_refused_at_once(linked: tuple[Daemon, Path]) -> None:
+    """rg blocks on a FIFO given by name until the jail's time limit: refused first."""
+    daemon, _ = linked
+    with connect_as(UID_A, daemon.socket) as alice, pytest.raises(InvalidError) as caught:
+        alice.search(["x", "notes/fifo"])
+    assert "not a file memfs shows" in caught.value.message  # not the time limit
+
+
+def test_foreign_inodes_are_never_stamped(linked: tuple[Daemon, Path]) -> None:
+    daemon, base = linked
+    with connect_as(UID_A, daemon.socket) as alice:
+        for path in ("notes/hl", "notes/hl-private"):
+            with pytest.raises(InvalidError):
+                alice.read(path)
+        alice.search(["-uuu", "."])
+    secret = Path(daemon.config["root"]) / "stores" / "secret" / "s.txt"
+    for inode in (base / "root-only.txt", secret):
+        assert "user.memfs.version" not in os.listxattr(inode), inode

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from control.client import Client, ConflictError, MemfsClientError, NotFoundError
-from tests.support import UID_A, UID_B, Daemon, connect_as
+from tests.support import UID_A, UID_B, Daemon, connect_as, memfs_as
 
 _names = itertools.count()
 
@@ -208,3 +208,99 @@ def test_expect_is_checked_by_the_daemon(clients: tuple[Client, Client]) -> None
     with pytest.raises(ConflictError):
         alice.call("delete", path=path, expect=stale)
     assert alice.call("write", path=path, content="v1\n", expect=digest)["size"] == 3
+
+
+# -- two connections of one agent: absence is a version too -------------------------------
+
+
+def test_same_agent_create_race(clients: tuple[Client, Client]) -> None:
+    """Both connections found no file; the first creates it; the second's write is a
+    replace of a file it never saw and is refused (it used to be accepted)."""
+    alice, _ = clients
+    path = f"notes/same-agent-create-{next(_names)}.md"
+    with connect_as(UID_A, alice.socket_path) as c1, connect_as(UID_A, alice.socket_path) as c2:
+        for client in (c1, c2):
+            with pytest.raises(NotFoundError):
+                client.read(path)
+        c1.write(path, "from c1\n")
+        with pytest.raises(ConflictError) as caught:
+            c2.write(path, "from c2\n")
+        assert caught.value.details["seen_absent"] is True
+        assert "created since you found it absent" in caught.value.message
+        assert c1.read(path)["text"] == "from c1\n"
+        c2.read(path)
+        c2.write(path, "from c2, after reading\n")
+
+
+def test_same_agent_delete_race(clients: tuple[Client, Client]) -> None:
+    """c2 deletes the file both read; c1 finds it gone and creates a new one; c2, which
+    saw no file there since, must not overwrite c1's new file blindly."""
+    alice, _ = clients
+    path = f"notes/same-agent-delete-{next(_names)}.md"
+    alice.write(path, "v0\n")
+    with connect_as(UID_A, alice.socket_path) as c1, connect_as(UID_A, alice.socket_path) as c2:
+        c1.read(path)
+        c2.read(path)
+        c2.delete(path)
+        with pytest.raises(ConflictError):
+            c1.write(path, "c1 edit of v0\n")  # deleted since c1 read it
+        with pytest.raises(NotFoundError):
+            c1.read(path)
+        c1.write(path, "c1 recreated\n")
+        with pytest.raises(ConflictError) as caught:
+            c2.write(path, "c2 recreated\n")
+        assert caught.value.details["seen_absent"] is True
+        assert c1.read(path)["text"] == "c1 recreated\n"
+
+
+def test_same_agent_append_then_replace(clients: tuple[Client, Client]) -> None:
+    """c1 replaces the file; c2 appends to it without having read it; c2 has not seen
+    c1's version, so its blind replace is refused until it reads."""
+    alice, _ = clients
+    path = f"notes/same-agent-append-{next(_names)}.md"
+    alice.write(path, "v0\n")
+    with connect_as(UID_A, alice.socket_path) as c1, connect_as(UID_A, alice.socket_path) as c2:
+        c1.read(path)
+        c1.write(path, "v1 by c1\n")
+        c2.write(path, "appended by c2\n", append=True)
+        with pytest.raises(ConflictError):
+            c2.write(path, "c2 blind replace\n")
+        assert c2.read(path)["text"] == "v1 by c1\nappended by c2\n"
+        c2.write(path, "c2 replace after reading\n")
+        c2.write(path, "more\n", append=True)  # it knew the whole file
+        c2.write(path, "c2 again\n")
+
+
+def test_deleted_file_can_be_recreated_by_an_old_reader(clients: tuple[Client, Client]) -> None:
+    """bob read y, alice deleted it: bob's blind re-create is a conflict, but once bob
+    has seen that it is gone (a not-found read or stat), he may create it again."""
+    alice, bob = clients
+    path = f"notes/recreate-{next(_names)}.md"
+    alice.write(path, "y\n")
+    bob.read(path)
+    alice.read(path)
+    alice.delete(path)
+    with pytest.raises(ConflictError) as caught:
+        bob.write(path, "stale copy of y\n")
+    assert "deleted since you last read it" in caught.value.message
+    # a new process: the agent's record only
+    with connect_as(UID_B, alice.socket_path) as fresh, pytest.raises(NotFoundError):
+        fresh.stat(path)
+    with connect_as(UID_B, alice.socket_path) as another:
+        assert another.write(path, "bob's new y\n")["created"] is True
+
+
+def test_deleted_file_recreate_by_cli(clients: tuple[Client, Client]) -> None:
+    """The same through the real CLI: one process per command."""
+    alice, bob = clients
+    path = f"notes/recreate-cli-{next(_names)}.md"
+    alice.write(path, "y\n")
+    bob.read(path)
+    alice.read(path)
+    alice.delete(path)
+    sock = alice.socket_path
+    assert memfs_as(UID_B, sock, "write", path, input=b"stale\n").returncode == 3
+    assert memfs_as(UID_B, sock, "cat", path).returncode == 5
+    done = memfs_as(UID_B, sock, "write", path, input=b"new\n")
+    assert done.returncode == 0, done.stderr
+    assert alice.read(path)["text"] == "new\n"

@@ -1,7 +1,8 @@
 """Crash safety: SIGKILL the daemon at random moments during a write storm, many
 times. After each restart every acknowledged write is present byte for byte (or a
 later write that was in flight), no partial file is visible and no staging leftovers
-remain."""
+remain; the history's tree equals the files, and every acknowledged change has its
+commit (or a `recover:` commit holding its content)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,14 @@ from pathlib import Path
 import pytest
 
 from control.client import Client, MemfsClientError
+from tests.history.gitcheck import (
+    commits,
+    head_files,
+    introduced,
+    store_files,
+    trailers,
+    tree_files,
+)
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
 
 WRITERS = 4
@@ -35,6 +44,7 @@ class Writer(threading.Thread):
         self.appended: list[bytes] = []
         self.append_in_flight: bytes | None = None
         self.log_path = f"notes/crash/w{index}.log"
+        self.acked_digests: list[tuple[str, str]] = []  # (rel in the store, digest)
 
     def run(self) -> None:
         seq = 0
@@ -44,7 +54,8 @@ class Writer(threading.Thread):
                 if seq % 3 == 0:
                     line = f"w{self.index} line {seq}\n".encode()
                     self.append_in_flight = line
-                    self.client.write(self.log_path, line, append=True)
+                    result = self.client.write(self.log_path, line, append=True)
+                    self.acked_digests.append((self.log_path[6:], result["digest"]))
                     self.appended.append(line)
                     self.append_in_flight = None
                     continue
@@ -53,7 +64,8 @@ class Writer(threading.Thread):
                 unit = f"<{self.index}:{seq}>".encode()
                 content = (unit * (size // len(unit) + 1))[:size]
                 self.in_flight[path] = content
-                self.client.write(path, content, force=True)
+                result = self.client.write(path, content, force=True)
+                self.acked_digests.append((path[6:], result["digest"]))
                 self.acked[path] = content
                 del self.in_flight[path]
         except MemfsClientError:
@@ -67,10 +79,12 @@ def test_acknowledged_writes_survive_sigkill() -> None:
     daemon = Daemon(standard_config(base))
     root = Path(daemon.config["root"])
     state: dict[int, Writer] = {}
+    acked: list[tuple[str, str]] = []
     try:
         for _ in range(ROUNDS):
             daemon.start()
             check_state(root, state)
+            assert head_files(root, "notes") == store_files(root, "notes")
             writers = []
             for index in range(WRITERS):
                 writer = Writer(index, connect_as(UID_A, daemon.socket), rng)
@@ -86,15 +100,41 @@ def test_acknowledged_writes_survive_sigkill() -> None:
                 writer.join(10)
                 writer.client.close()
             state = {w.index: w for w in writers}
+            for writer in writers:
+                acked += writer.acked_digests
+                writer.acked_digests = []
             # An in-flight write may or may not have committed: settle it from disk so
             # the next round checks against the truth, having validated it first.
             check_state(root, state, settle=True)
         daemon.start()
         check_state(root, state)
         assert sum(len(w.acked) for w in state.values()) > 0
+        check_history(root, acked)
     finally:
         if daemon.alive():
             daemon.kill()
+
+
+def check_history(root: Path, acked: list[tuple[str, str]]) -> None:
+    """Every acknowledged change has its own commit (its digest trailer), or its content
+    was recorded by a recover: commit; the tree of main equals the files."""
+    history = commits(root, "notes")
+    assert tree_files(history[0]) == store_files(root, "notes")
+    recorded: set[tuple[str, str]] = set()
+    for commit in history:
+        found = trailers(commit)
+        if found["Memfs-Op"] == "recover":
+            recorded.update(introduced(commit).items())
+        elif "Memfs-Digest" in found:  # "write notes/PATH": one file per change
+            rel = commit.message.split("\n", 1)[0].split(" ", 1)[1].removeprefix("notes/")
+            recorded.add((rel, found["Memfs-Digest"]))
+    missing = [item for item in acked if item not in recorded]
+    assert not missing, f"{len(missing)} acknowledged changes have no commit: {missing[:3]}"
+    assert len(acked) > 50
+    own = [c for c in history if trailers(c)["Memfs-Op"] != "recover"]
+    assert len(own) >= len(acked), "an acknowledged change has no commit of its own"
+    assert [p.name for p in (root / "state" / "history").iterdir()
+            if ".broken-" in p.name] == [], "the history was rebuilt: commits were lost"
 
 
 def check_state(root: Path, state: dict[int, Writer], *, settle: bool = False) -> None:

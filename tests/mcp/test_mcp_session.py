@@ -13,7 +13,7 @@ from tests.mcp.conftest import call_error, call_ok, mcp_session, text_of
 from tests.support import UID_A, UID_B, Daemon, connect_as
 
 TOOLS = {"storage_list", "storage_read", "storage_search", "storage_write",
-         "storage_download", "storage_upload"}
+         "storage_download", "storage_upload", "storage_history", "storage_restore"}
 
 
 async def test_tool_list_and_schemas(daemon: Daemon) -> None:

@@ -67,7 +67,7 @@ def run(op, *a):
     if op == "link": os.link(a[0], a[1]); return None
     if op == "mkfifo": os.mkfifo(a[0]); return None
     if op == "setxattr": os.setxattr(a[0], "user.memfs.digest", b"0" * 64); return None
-    if op == "removexattr": os.removexattr(a[0], "user.memfs.store.seen"); return None
+    if op == "removexattr": os.removexattr(a[0], "user.memfs.seen"); return None
     raise ValueError(op)
 out = []
 for item in json.loads(sys.stdin.read()):

@@ -74,7 +74,7 @@ WRITE_TOOLS: dict[str, Any] = {
     "ln": lambda m, s: ["ln", m.path(f"{s}/table.md"), m.path(f"{s}/hard")],
     "truncate": lambda m, s: ["truncate", "-s", "0", m.path(f"{s}/table.md")],
     "mkfifo": lambda m, s: ["mkfifo", m.path(f"{s}/fifo")],
-    "setfattr": lambda m, s: ["setfattr", "-n", "user.memfs.store.seen", "-v", "x",
+    "setfattr": lambda m, s: ["setfattr", "-n", "user.memfs.seen", "-v", "x",
                               m.path(f"{s}/table.md")],
 }
 
@@ -169,7 +169,7 @@ def test_python_calls(table: Mounted, kind: str) -> None:
         assert results["listdir"]["ok"] == ["sub", "table.md"]
         assert results["stat"]["ok"]["size"] == len(CONTENT)
         assert int(results["stat"]["ok"]["mode"], 8) == stat.S_IFREG | 0o444
-        assert results["listxattr"]["ok"] == ["user.memfs.digest", "user.memfs.store.seen"]
+        assert results["listxattr"]["ok"] == ["user.memfs.digest", "user.memfs.seen"]
         assert len(results["getxattr"]["ok"]) == 64
     for name in WRITE_CALLS:
         expected = "EROFS" if kind in VISIBLE else "ENOENT"
@@ -224,10 +224,18 @@ def test_planted_specials_are_hidden_and_never_block(mounted: Mounted) -> None:
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(store / "sock"))
     sock.close()
+    # hard links planted by root: to a file of another store and to a root-only file
+    (mounted.backing("ops") / "linked.md").write_bytes(b"OPS-ONLY-CONTENT\n")
+    private = mounted.base / "root-only"
+    private.write_bytes(b"ROOT-ONLY-CONTENT\n")
+    private.chmod(0o600)
+    os.link(mounted.backing("ops") / "linked.md", store / "ops-hardlink")
+    os.link(private, store / "private-hardlink")
     try:
         listing = probe(UID_C, [["listdir", mounted.path("notes/planted")]])
         assert listing == [{"ok": ["real.md"]}]
-        names = ["passwd-link", "ops-link", "state-link", "fifo", "null", "sock"]
+        names = ["passwd-link", "ops-link", "state-link", "fifo", "null", "sock",
+                 "ops-hardlink", "private-hardlink"]
         results = probe(UID_C, [["read", mounted.path(f"notes/planted/{n}")] for n in names])
         assert results == [{"errno": "ENOENT"}] * len(names)
         # real tools: nothing outside the store, nothing blocks (run_as has a timeout)
@@ -236,6 +244,9 @@ def test_planted_specials_are_hidden_and_never_block(mounted: Mounted) -> None:
                                                  mounted.path("notes/planted/real.md")]
         done = run_as(UID_C, [RG, "-L", "root:", mounted.path("notes")], timeout=20)
         assert done.returncode == 1 and b"root:" not in done.stdout
+        done = run_as(UID_C, [RG, "-uuu", "ONLY-CONTENT", mounted.path("notes")], timeout=20)
+        assert done.returncode == 1 and done.stdout == b""
+        assert "user.memfs.version" not in os.listxattr(private)  # never stamped
         done = run_as(UID_C, ["cat", mounted.path("notes/planted/fifo")], timeout=20)
         assert done.returncode == 1
         done = run_as(UID_C, ["ls", "-R", str(mounted.mount)], timeout=20)
@@ -245,6 +256,7 @@ def test_planted_specials_are_hidden_and_never_block(mounted: Mounted) -> None:
                 {"errno": "ENOENT"}], hidden
     finally:
         shutil.rmtree(store)
+        (mounted.backing("ops") / "linked.md").unlink()
 
 
 def test_dotdot_never_leaves_the_mount(mounted: Mounted) -> None:

@@ -21,7 +21,7 @@ from memfs.store.versions import version_of
 from tests.mount.conftest import Mounted, cat, digest, probe1
 from tests.support import UID_A, UID_B, Daemon, connect_as, public_tmpdir, run_as
 
-SEEN = "user.memfs.store.seen"
+SEEN = "user.memfs.seen"
 
 
 def seen_on_disk(m: Mounted, uid: int, rel: str) -> str:

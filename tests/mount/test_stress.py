@@ -6,7 +6,7 @@ they read. Every version carries its own tag, the tag of the version its writer
 meant to replace, and a body derived from both, so:
 
 * a read that mixes two versions (or is cut short) does not parse: never allowed;
-* right after each cat the reader's ``user.memfs.store.seen`` must be the blake3 of the
+* right after each cat the reader's ``user.memfs.seen`` must be the blake3 of the
   bytes cat returned (invariant 2);
 * the accepted writes, each claiming the version it replaced, must form one chain
   from the first version to the last with no fork and no orphan (invariant 1: every
@@ -87,7 +87,7 @@ def test_readers_and_writer_keep_the_invariants(mounted: Mounted) -> None:
         while time.monotonic() < stop:
             n += 1
             done = run_as(uid, ["sh", "-c", f"cat {mounted.path(REL)} && "
-                                f"getfattr --absolute-names --only-values -n user.memfs.store.seen "
+                                f"getfattr --absolute-names --only-values -n user.memfs.seen "
                                 f"{mounted.path(REL)} >&2"])
             if done.returncode != 0:
                 failures.append(f"{name}: cat failed: {done.stderr[-200:]!r}")

@@ -5,7 +5,7 @@ write flows (accepted / conflict), freshness right after a commit (writer and ot
 agents, warm page cache and attributes, size changes, deletes, new files), a change
 made by another daemon on the same root (no invalidation reaches this mount), a
 handle held open across a commit (it keeps returning its pinned version) and the
-``user.memfs.digest`` / ``user.memfs.store.seen`` extended attributes.
+``user.memfs.digest`` / ``user.memfs.seen`` extended attributes.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def test_held_handle_keeps_its_version(mounted: Mounted) -> None:
         "a = f.read(); print(len(a), flush=True)\n"
         "sys.stdin.readline()\n"
         "f.seek(0); b = f.read()\n"
-        "print(len(b), a == b, os.getxattr(f.name, 'user.memfs.store.seen').decode(), flush=True)\n"
+        "print(len(b), a == b, os.getxattr(f.name, 'user.memfs.seen').decode(), flush=True)\n"
     )
     holder = subprocess.Popen([PYTHON, "-c", script], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, user=UID_B, group=UID_B, extra_groups=[])
@@ -184,37 +184,37 @@ def test_xattrs_digest_and_seen(mounted: Mounted) -> None:
     mounted.write(UID_A, rel, b"xattr content\n")
     path = mounted.path(rel)
     # carol has not read it: seen is empty, digest is what a read would return now
-    results = probe(UID_C, [["getxattr", path, "user.memfs.store.seen"],
+    results = probe(UID_C, [["getxattr", path, "user.memfs.seen"],
                             ["getxattr", path, "user.memfs.digest"],
                             ["listxattr", path]])
     assert results == [{"ok": ""}, {"ok": digest(b"xattr content\n")},
-                       {"ok": ["user.memfs.digest", "user.memfs.store.seen"]}]
+                       {"ok": ["user.memfs.digest", "user.memfs.seen"]}]
     before = stat_fields(mounted, UID_C, rel)
     assert before["seen"] == "None" and before["digest"] == digest(b"xattr content\n")
     done = run_as(UID_C, ["getfattr", "-d", path])
     assert done.returncode == 0
     assert f'user.memfs.digest="{before["digest"]}"'.encode() in done.stdout
-    assert b"user.memfs.store.seen" in done.stdout
+    assert b"user.memfs.seen" in done.stdout
 
     assert cat(mounted, UID_C, rel) == b"xattr content\n"
     after = stat_fields(mounted, UID_C, rel)
     done = run_as(UID_C, ["getfattr", "-d", path])
     assert f'user.memfs.digest="{after["digest"]}"'.encode() in done.stdout
-    assert f'user.memfs.store.seen="{after["seen"]}"'.encode() in done.stdout
+    assert f'user.memfs.seen="{after["seen"]}"'.encode() in done.stdout
     assert after["seen"] == after["digest"] == digest(b"xattr content\n")
     # seen is per agent: bob still has none
-    assert probe1(UID_B, "getxattr", path, "user.memfs.store.seen") == {"ok": ""}
+    assert probe1(UID_B, "getxattr", path, "user.memfs.seen") == {"ok": ""}
 
     # someone else writes: digest moves on, carol's seen stays on what she read
     mounted.write(UID_A, rel, b"newer\n")
-    results = probe(UID_C, [["getxattr", path, "user.memfs.store.seen"],
+    results = probe(UID_C, [["getxattr", path, "user.memfs.seen"],
                             ["getxattr", path, "user.memfs.digest"]])
     later = stat_fields(mounted, UID_C, rel)
     assert results == [{"ok": later["seen"]}, {"ok": later["digest"]}]
     assert later["seen"] == digest(b"xattr content\n") and later["digest"] == digest(b"newer\n")
     assert later["changed_since_last_read"] == "True"
     # writing through the socket records the written version as seen
-    assert probe1(UID_A, "getxattr", path, "user.memfs.store.seen") == {"ok": digest(b"newer\n")}
+    assert probe1(UID_A, "getxattr", path, "user.memfs.seen") == {"ok": digest(b"newer\n")}
 
 
 def test_xattr_digest_of_a_file_planted_by_hand(mounted: Mounted) -> None:

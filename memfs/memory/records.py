@@ -1,0 +1,136 @@
+"""The text forms of memory records, free of I/O: front matter, quoted blocks, times,
+durations and ids.
+
+Front matter is YAML-compatible ``key: value`` lines between ``---`` lines; a value is
+written plainly when that is unambiguous, else as a JSON string, and ``null`` is
+None. Text that comes from agents (goals, notes, summaries) is stored as quoted
+blocks (``> `` before each line), so it can never forge a heading or an entry.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+
+from memfs.store.errors import InvalidInput
+
+Clock = Callable[[], float]  # epoch seconds; time.time unless a test injects one
+
+SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+_DURATION = re.compile(r"(\d{1,9})([smhd])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_PLAIN = re.compile(r"[A-Za-z0-9_./@+-][A-Za-z0-9 _./@+,()'-]*")
+MAX_TEXT = 64 * 1024  # one note, goal, summary, title or body
+
+
+def iso(at: float) -> str:
+    """UTC ISO-8601 to the second: 2026-11-30T13:22:59Z."""
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+def day(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d")
+
+
+def duration(text: str) -> int:
+    """Seconds of ``45s``, ``30m``, ``2h``, ``1d``; raises InvalidInput."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match:
+        raise InvalidInput(f"bad duration {text!r}: use a number and s, m, h or d (45s, 30m, "
+                           "2h)")
+    seconds = int(match.group(1)) * _UNITS[match.group(2)]
+    if not 1 <= seconds <= 30 * 86400:
+        raise InvalidInput(f"duration {text!r} must be between 1s and 30d")
+    return seconds
+
+
+def check_slug(kind: str, value: str) -> str:
+    if not SLUG.fullmatch(value):
+        raise InvalidInput(f"bad {kind} {value!r}: use 1-64 lowercase letters, digits and '-', "
+                           "starting with a letter or digit")
+    return value
+
+
+def slugify(title: str, limit: int = 50) -> str:
+    """A file-name slug from a title: lowercase words joined by '-'."""
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:limit].strip("-")
+    return slug or "untitled"
+
+
+def token(nbytes: int = 2) -> str:
+    return secrets.token_hex(nbytes)
+
+
+def text(kind: str, value: str, *, one_line: bool = False, required: bool = True) -> str:
+    """Agent-given text, checked: bounded, no NUL, one line where asked."""
+    if required and not value.strip():
+        raise InvalidInput(f"{kind} must not be empty")
+    if len(value) > MAX_TEXT:
+        raise InvalidInput(f"{kind} is longer than {MAX_TEXT} characters")
+    if "\0" in value:
+        raise InvalidInput(f"{kind} contains a NUL character")
+    if one_line and ("\n" in value or "\r" in value):
+        raise InvalidInput(f"{kind} must be one line")
+    return value
+
+
+def quote(value: str) -> str:
+    """``value`` as a markdown quoted block (every line starts with "> ")."""
+    return "\n".join(f"> {line}".rstrip() for line in value.strip("\n").split("\n"))
+
+
+def unquote(lines: list[str]) -> str:
+    return "\n".join(line[2:] if line.startswith("> ") else line.lstrip(">")
+                     for line in lines).strip("\n")
+
+
+def front_matter(fields: Mapping[str, object]) -> str:
+    lines = ["---"]
+    for key, value in fields.items():
+        if value is None:
+            shown = "null"
+        elif isinstance(value, str) and _PLAIN.fullmatch(value) and value.strip() == value \
+                and value not in ("null", "true", "false"):
+            shown = value
+        else:
+            shown = json.dumps(value, ensure_ascii=False)
+        lines.append(f"{key}: {shown}")
+    lines.append("---")
+    return "\n".join(lines) + "\n"
+
+
+def split_front_matter(content: str) -> tuple[dict[str, object], str]:
+    """(fields, the rest) of a record; fields {} when there is no front matter."""
+    if not content.startswith("---\n"):
+        return {}, content
+    end = content.find("\n---\n", 3)
+    if end < 0:
+        return {}, content
+    fields: dict[str, object] = {}
+    for line in content[4:end].split("\n"):
+        key, sep, raw = line.partition(": ")
+        if not sep:
+            continue
+        raw = raw.strip()
+        if raw == "null":
+            fields[key] = None
+        elif raw.startswith(('"', "[", "{")) or raw in ("true", "false") or raw.isdigit():
+            try:
+                fields[key] = json.loads(raw)
+            except ValueError:
+                fields[key] = raw
+        else:
+            fields[key] = raw
+    return fields, content[end + 5:]
+
+
+def now(clock: Clock | None = None) -> float:
+    return (clock or time.time)()

@@ -1,0 +1,497 @@
+"""Git history of a store: one bare repository per store, one commit per change.
+
+``ROOT/state/history/STORE.git`` is written in-process with pygit2 (libgit2). The
+engine makes exactly one commit on ``refs/heads/main`` for every accepted change,
+while it holds the store lock, so the commit order is the acceptance order, with
+several daemons on one root too (each reads the ref afresh under the lock). The tree
+of ``main`` equals the store's files: the engine commits the same change it applies.
+Plain git reads it (``git --git-dir ROOT/state/history/notes.git log -p``).
+
+A commit: author = the agent (``AGENT@memfs.invalid`` unless configured), committer =
+memfs, time = now (UTC); message = a first line such as ``write notes/a.md``, then
+the trailers ``Memfs-Op``, ``Memfs-Digest`` (blake3 of the new bytes) and
+``Memfs-Forced: yes`` on forced writes.
+
+Files stay the source of truth. `recover` commits whatever differs between the tree
+of ``main`` and the files as a ``recover:`` commit by memfs (a crash between a rename
+and its commit, an operator's change in the backing directory); a missing or
+unreadable repository is rebuilt from the files.
+
+Durability. Objects and the ref are written without fsync (one fsync per object
+would cost more than the change itself); `sync` (the daemon calls it every second
+after commits) makes them durable with one ``syncfs`` and then notes the head as
+durable. A kill of the daemon loses nothing (the kernel has the writes); after a power
+loss, commits of the last second may be gone or damaged: the repository falls back to
+the durable head and `recover` records what differs as one ``recover:`` commit.
+
+Loose objects are packed by `pack` (the daemon calls it from time to time in a worker
+thread, outside the store lock: packed objects are immutable, so writers go on).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pygit2
+
+from memfs.store.errors import InvalidInput, MemfsError, NotFound
+
+log = logging.getLogger("memfs.history")
+
+REF = "refs/heads/main"
+COMMITTER = ("memfs", "memfs@memfs.invalid")
+PACK_AFTER = 4096  # loose objects written before `pack` packs them
+_BLOB = pygit2.enums.FileMode.BLOB
+_TREE = pygit2.enums.FileMode.TREE
+
+# Checks that read the odb for every object written (the objects we reference always
+# exist: we wrote them or read them), and re-hashing on every read.
+pygit2.option(pygit2.enums.Option.ENABLE_STRICT_OBJECT_CREATION, False)
+pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, False)
+
+
+class HistoryError(MemfsError):
+    """A store's repository cannot be read or written (missing, corrupt, disk full).
+    The engine logs it and rebuilds the repository from the files at start."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One path of a commit: its new blob, or None when the file was deleted."""
+
+    rel: str
+    blob: pygit2.Oid | None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One commit as `log` reports it."""
+
+    rev: str
+    at: float
+    author: str
+    op: str
+    summary: str  # the first line, e.g. "write notes/a.md"
+    forced: bool
+    digest: str | None
+    patch: str | None = None
+
+    @property
+    def short(self) -> str:
+        return self.rev[:7]
+
+
+def _trailers(message: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in message.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and key.startswith("Memfs-"):
+            found[key] = value.strip()
+    return found
+
+
+def message_for(summary: str, op: str, digest: str | None, forced: bool,
+                extra: Iterable[str] = ()) -> str:
+    """A commit message: the summary line, optional body lines, then the trailers."""
+    body = "\n".join(extra)
+    lines = [summary, "", *([body, ""] if body else []), f"Memfs-Op: {op}"]
+    if digest is not None:
+        lines.append(f"Memfs-Digest: {digest}")
+    if forced:
+        lines.append("Memfs-Forced: yes")
+    return "\n".join(lines) + "\n"
+
+
+_REV_HEX = re.compile(r"[0-9a-f]{4,40}")
+_REV_HEAD = re.compile(r"(?:HEAD|main)(?:~(\d{1,9}))?")
+_REV_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?(?:Z|[+-]\d{2}:\d{2})?")
+
+
+def parse_time(text: str) -> float:
+    """Epoch seconds of ``YYYY-MM-DD[THH:MM[:SS]][Z|+HH:MM]`` (UTC unless an offset is
+    given). Raises InvalidInput."""
+    if not _REV_TIME.fullmatch(text):
+        raise InvalidInput(f"bad time {text!r}: use YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z]")
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"bad time {text!r}: no such date or time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+class StoreHistory:
+    """The repository of one store. Writes (`blob`, `commit`, `recover`) are made by
+    the engine under the store lock, through one Repository object; reads use one
+    Repository object per thread."""
+
+    def __init__(self, path: Path, store: str) -> None:
+        self.path = path
+        self.store = store
+        self._local = threading.local()
+        self._written = 0  # objects written since the last pack (approximate)
+        self._dirty = False  # commits made since the last sync
+        self._durable_file = path.with_suffix(".durable")
+        try:
+            self._repo = self._open()
+        except HistoryError as error:
+            log.error("%s", error)
+            self.rebuild()
+
+    # -- opening --------------------------------------------------------------------
+
+    def _open(self) -> pygit2.Repository:
+        """Open the repository, creating it when missing; raises HistoryError when it
+        exists but cannot be read."""
+        if not self.path.exists():
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            repo = pygit2.init_repository(str(self.path), bare=True, initial_head="main")
+            repo.config["core.logAllRefUpdates"] = False
+            return repo
+        try:
+            repo = pygit2.Repository(str(self.path))
+            if not repo.is_bare:
+                raise HistoryError(f"{self.path} is not a bare repository")
+            return repo
+        except (pygit2.GitError, KeyError, ValueError) as error:
+            raise HistoryError(f"cannot open {self.path}: {error}") from error
+
+    def rebuild(self) -> None:
+        """Move the repository aside (``STORE.git.broken-TIME``) and start a new one;
+        the caller then commits the files with `recover`."""
+        aside = self.path.with_name(f"{self.path.name}.broken-{int(time.time())}")
+        with contextlib.suppress(FileNotFoundError):
+            self.path.rename(aside)
+            log.error("history of %s was unreadable: moved to %s, rebuilding it from the "
+                      "files (the old commits are kept there)", self.store, aside)
+        self._local = threading.local()
+        self._repo = self._open()
+
+    def _reader(self) -> pygit2.Repository:
+        repo: pygit2.Repository | None = getattr(self._local, "repo", None)
+        if repo is None:
+            repo = self._local.repo = pygit2.Repository(str(self.path))
+        return repo
+
+    # -- writing (under the store lock) ----------------------------------------------
+
+    def blob(self, data: bytes) -> pygit2.Oid:
+        """Store ``data`` as a blob (content-addressed: safe outside the lock)."""
+        self._written += 1
+        return self._repo.create_blob(data)
+
+    def head(self, repo: pygit2.Repository | None = None) -> pygit2.Commit | None:
+        """``main``'s commit read from disk now (another daemon may have moved it)."""
+        repo = repo or self._repo
+        ref = repo.references.get(REF)
+        if ref is None:
+            return None
+        commit = repo[ref.target]
+        assert isinstance(commit, pygit2.Commit)
+        return commit
+
+    def commit(self, changes: Iterable[Change], *, author: str, email: str, message: str,
+               when: float | None = None) -> str:
+        """One commit on ``main`` applying ``changes`` to its tree; returns its id.
+        Raises HistoryError when the repository cannot be written."""
+        try:
+            # A ref lock file can only be left by a daemon killed while updating the
+            # ref: every memfs writer holds the store lock, which the caller holds now.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path / f"{REF}.lock")
+            head = self.head()
+            tree = self._updated(head.tree if head else None,
+                                 {tuple(c.rel.split("/")): c.blob for c in changes})
+            if tree is None:
+                tree = self._repo.TreeBuilder().write()
+            at = int(when if when is not None else time.time())
+            signature = pygit2.Signature(author, email, at, 0)
+            committer = pygit2.Signature(*COMMITTER, at, 0)
+            oid = self._repo.create_commit(None, signature, committer, message, tree,
+                                           [head.id] if head else [])
+            self._repo.references.create(REF, oid, force=True)
+        except (pygit2.GitError, OSError, KeyError) as error:
+            raise HistoryError(f"cannot commit to the history of {self.store}: {error}") \
+                from error
+        self._written += 2
+        self._dirty = True
+        return str(oid)
+
+    def _updated(self, tree: pygit2.Tree | None,
+                 changes: Mapping[tuple[str, ...], pygit2.Oid | None]) -> pygit2.Oid | None:
+        """The id of ``tree`` with ``changes`` applied (None: it became empty)."""
+        repo = self._repo
+        builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+        below: dict[str, dict[tuple[str, ...], pygit2.Oid | None]] = {}
+        for parts, blob in changes.items():
+            if len(parts) > 1:
+                below.setdefault(parts[0], {})[parts[1:]] = blob
+            elif blob is not None:
+                builder.insert(parts[0], blob, _BLOB)
+            elif builder.get(parts[0]) is not None:
+                builder.remove(parts[0])
+        for name, sub in below.items():
+            entry = tree[name] if tree is not None and name in tree else None
+            subtree = repo[entry.id] if entry is not None and entry.filemode == _TREE else None
+            assert subtree is None or isinstance(subtree, pygit2.Tree)
+            new = self._updated(subtree, sub)
+            if new is not None:
+                builder.insert(name, new, _TREE)
+            elif builder.get(name) is not None:
+                builder.remove(name)
+        if len(builder) == 0:
+            return None
+        self._written += 1
+        return builder.write()
+
+    def files(self) -> dict[str, str]:
+        """rel -> blob id of every file in ``main``'s tree."""
+        head = self.head()
+        found: dict[str, str] = {}
+        if head is None:
+            return found
+        stack: list[tuple[str, pygit2.Tree]] = [("", head.tree)]
+        while stack:
+            base, tree = stack.pop()
+            for entry in tree:
+                rel = f"{base}{entry.name}"
+                if entry.filemode == _TREE:
+                    sub = self._repo[entry.id]
+                    assert isinstance(sub, pygit2.Tree)
+                    stack.append((rel + "/", sub))
+                else:
+                    found[rel] = str(entry.id)
+        return found
+
+    def recover(self, listing: Iterable[tuple[str, str | None]],
+                read: Callable[[str], bytes | None], *, scope: set[str] | None = None,
+                why: str = "") -> list[str]:
+        """Commit, as memfs, what differs between ``main``'s tree and the files:
+        ``listing`` gives each file's rel and its blob id when known (from its version
+        record), ``read(rel)`` its bytes otherwise (None: it is not there). Only the
+        paths in ``scope`` are compared when given, else the whole store. Returns the
+        changed paths (none: no commit). Raises HistoryError (unreadable repository)."""
+        try:
+            known = self.files()
+        except (pygit2.GitError, KeyError, ValueError) as error:
+            raise HistoryError(f"history of {self.store} is unreadable: {error}") from error
+        changes: list[Change] = []
+        present: set[str] = set()
+        for rel, hint in listing:
+            present.add(rel)
+            if hint is not None and known.get(rel) == hint:
+                continue
+            data = read(rel)
+            if data is None:
+                present.discard(rel)
+                continue
+            oid = pygit2.hash(data)
+            if known.get(rel) != str(oid):
+                changes.append(Change(rel, self.blob(data)))
+        expected = set(known) if scope is None else set(known) & scope
+        changes += [Change(rel, None) for rel in sorted(expected - present)]
+        if not changes:
+            return []
+        paths = sorted(c.rel for c in changes)
+        shown = paths[:50] + ([f"... and {len(paths) - 50} more"] if len(paths) > 50 else [])
+        summary = f"recover: {len(paths)} path{'s' if len(paths) != 1 else ''} of {self.store}"
+        body = [why] if why else []
+        body += [f"{'deleted' if c.blob is None else 'changed'}: {self.store}/{c.rel}"
+                 for c in sorted(changes, key=lambda c: c.rel)][: len(shown)]
+        self.commit(changes, author=COMMITTER[0], email=COMMITTER[1],
+                    message=message_for(summary, "recover", None, False, body))
+        return paths
+
+    # -- durability and size --------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Make every commit so far durable (one syncfs of the history's filesystem),
+        then note ``main`` as the durable head."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        head = self.head(self._reader())
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.syncfs(fd) if hasattr(os, "syncfs") else os.sync()
+        finally:
+            os.close(fd)
+        if head is not None:
+            temporary = self._durable_file.with_suffix(".tmp")
+            temporary.write_text(str(head.id) + "\n")
+            os.replace(temporary, self._durable_file)  # durable with the next sync
+
+    def durable_head(self) -> str | None:
+        with contextlib.suppress(OSError):
+            return self._durable_file.read_text().strip() or None
+        return None
+
+    def verify(self) -> None:
+        """Raise HistoryError unless ``main`` and its whole tree can be read."""
+        try:
+            self.files()
+        except (pygit2.GitError, KeyError, ValueError, AssertionError) as error:
+            raise HistoryError(f"history of {self.store} is damaged: {error}") from error
+
+    def reset_to(self, rev: str) -> None:
+        """Point ``main`` at ``rev`` (after damage; the caller then recovers)."""
+        self._repo.references.create(REF, pygit2.Oid(hex=rev), force=True)
+
+    def needs_pack(self) -> bool:
+        return self._written >= PACK_AFTER
+
+    def pack(self) -> int:
+        """Pack the loose objects into one new pack and remove them; returns how many.
+        Safe while commits go on: only objects written before the pack are removed,
+        and a reader that misses a loose object finds it in the pack."""
+        self._written = 0
+        repo = pygit2.Repository(str(self.path))
+        objects = self.path / "objects"
+        loose = [(directory, name) for directory in _hex_dirs(objects)
+                 for name in os.listdir(directory)]
+        if not loose:
+            return 0
+        builder = pygit2.PackBuilder(repo)
+        for directory, name in loose:
+            builder.add(pygit2.Oid(hex=directory.name + name))
+        builder.write(str(objects / "pack"))
+        for directory, name in loose:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(directory / name)
+        for directory in _hex_dirs(objects):
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only when empty
+        return len(loose)
+
+    # -- reading (any thread) ------------------------------------------------------------
+
+    def resolve(self, rev: str) -> pygit2.Commit:
+        """The commit of ``main``'s history that ``rev`` names: a full or abbreviated
+        id, ``HEAD``/``main`` with ``~N``, or a time (the newest commit at or before
+        it). Raises InvalidInput (anything else) or NotFound."""
+        repo = self._reader()
+        head = self.head(repo)
+        if head is None:
+            raise NotFound(f"store {self.store} has no history yet")
+        match = _REV_HEAD.fullmatch(rev)
+        if match:
+            commit = head
+            for _ in range(int(match.group(1) or 0)):
+                if not commit.parents:
+                    raise NotFound(f"{rev}: the history of {self.store} is not that long")
+                commit = commit.parents[0]
+            return commit
+        if _REV_HEX.fullmatch(rev):
+            try:
+                found = repo.revparse_single(rev)
+            except (KeyError, ValueError, pygit2.GitError):
+                raise NotFound(f"no commit {rev} in the history of {self.store}") from None
+            if not isinstance(found, pygit2.Commit) or not (
+                    found.id == head.id or repo.descendant_of(head.id, found.id)):
+                raise NotFound(f"no commit {rev} in the history of {self.store}")
+            return found
+        if _REV_TIME.fullmatch(rev):
+            moment = parse_time(rev)
+            for commit in self._walk(repo, head):
+                if commit.commit_time <= moment:
+                    return commit
+            raise NotFound(f"the history of {self.store} starts after {rev}")
+        raise InvalidInput(f"bad revision {rev!r}: use a commit id (at least 4 hex digits), "
+                           "HEAD~N, or a time such as 2026-11-30T10:00")
+
+    def _walk(self, repo: pygit2.Repository, head: pygit2.Commit) -> Iterator[pygit2.Commit]:
+        walker = repo.walk(head.id, pygit2.enums.SortMode.NONE)
+        walker.simplify_first_parent()
+        yield from walker
+
+    def log(self, rel: str | None = None, *, limit: int = 20, since: float | None = None,
+            author: str | None = None, patch: bool = False) -> list[Entry]:
+        """Commits newest first, at most ``limit``; only those that changed ``rel`` (a
+        file or folder) when given, made by ``author``, at or after ``since``."""
+        repo = self._reader()
+        head = self.head(repo)
+        entries: list[Entry] = []
+        if head is None:
+            return entries
+        for commit in self._walk(repo, head):
+            if since is not None and commit.commit_time < since:
+                continue
+            if author is not None and commit.author.name != author:
+                continue
+            parent = commit.parents[0] if commit.parents else None
+            if rel is not None and _entry_id(commit.tree, rel) == (
+                    _entry_id(parent.tree, rel) if parent else None):
+                continue
+            entries.append(self._entry(repo, commit, parent, rel if patch else None, patch))
+            if len(entries) >= limit:
+                break
+        return entries
+
+    def _entry(self, repo: pygit2.Repository, commit: pygit2.Commit,
+               parent: pygit2.Commit | None, rel: str | None, patch: bool) -> Entry:
+        trailers = _trailers(commit.message)
+        text = None
+        if patch:
+            if parent is not None:
+                diff = parent.tree.diff_to_tree(commit.tree)
+            else:
+                diff = commit.tree.diff_to_tree(swap=True)
+            text = "".join(p.text or "" for p in diff if p is not None and (
+                rel is None or _under(p.delta.new_file.path, rel)
+                or _under(p.delta.old_file.path, rel)))
+        return Entry(str(commit.id), float(commit.commit_time), commit.author.name,
+                     trailers.get("Memfs-Op", "?"), commit.message.split("\n", 1)[0],
+                     trailers.get("Memfs-Forced") == "yes", trailers.get("Memfs-Digest"), text)
+
+    def content(self, commit: pygit2.Commit, rel: str) -> bytes:
+        """The bytes of ``rel`` in ``commit``. Raises NotFound, InvalidInput."""
+        try:
+            found = commit.tree[rel]
+        except KeyError:
+            raise NotFound(f"{self.store}/{rel} did not exist at {str(commit.id)[:7]}") \
+                from None
+        if not isinstance(found, pygit2.Blob):
+            raise InvalidInput(f"{self.store}/{rel} is a folder at {str(commit.id)[:7]}")
+        return found.data
+
+    def versions(self, rel: str) -> Iterator[tuple[pygit2.Commit, bytes | None]]:
+        """(commit, content or None if deleted) for each commit that changed ``rel``,
+        newest first."""
+        repo = self._reader()
+        head = self.head(repo)
+        if head is None:
+            return
+        for commit in self._walk(repo, head):
+            parent = commit.parents[0] if commit.parents else None
+            mine = _entry_id(commit.tree, rel)
+            if mine == (_entry_id(parent.tree, rel) if parent else None):
+                continue
+            blob = repo[mine] if mine is not None else None
+            yield commit, blob.data if isinstance(blob, pygit2.Blob) else None
+
+
+def _entry_id(tree: pygit2.Tree, rel: str) -> pygit2.Oid | None:
+    try:
+        return tree[rel].id
+    except KeyError:
+        return None
+
+
+def _under(path: str | None, rel: str) -> bool:
+    return path is not None and (path == rel or path.startswith(rel.rstrip("/") + "/"))
+
+
+def _hex_dirs(objects: Path) -> list[Path]:
+    return [d for d in objects.iterdir()
+            if len(d.name) == 2 and all(c in "0123456789abcdef" for c in d.name)]
+

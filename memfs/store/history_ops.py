@@ -1,0 +1,134 @@
+"""Reading a store's history on an agent's behalf: log, an old version, a diff.
+
+A mixin of `memfs.store.engine.Engine` (which sets up the state declared here): every
+operation needs read access to the store, like a read of its files. Revisions are
+parsed by memfs/store/history.py: ids, ``HEAD~N``, times; anything else is refused.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import blake3
+import pygit2
+
+from memfs.config import Config
+from memfs.store.errors import ABSENT, InvalidInput, NotFound
+from memfs.store.history import Entry, StoreHistory
+from memfs.store.paths import MemPath
+from memfs.store.seen import SeenRecords
+
+MAX_VERSIONS_SEARCHED = 1000  # how far back `diff` looks for the version an agent saw
+
+
+@dataclass(frozen=True)
+class Diff:
+    """A unified diff of one file between two versions (``old``/``new`` describe
+    them: a short commit id, "seen", "now" or "absent")."""
+
+    path: MemPath
+    old: str
+    new: str
+    text: str
+
+
+class _HasStores:
+    config: Config
+    seen: SeenRecords
+
+    def check_access(self, agent: str, store: str, *, write: bool = False) -> None:
+        raise NotImplementedError
+
+    def readable_stores(self, agent: str) -> list[str]:
+        raise NotImplementedError
+
+    def _store_history(self, store: str) -> StoreHistory | None:
+        raise NotImplementedError
+
+    def current_bytes(self, path: MemPath) -> bytes | None:
+        raise NotImplementedError
+
+
+class HistoryOps(_HasStores):
+    """log, version_at and diff for agents with read access."""
+
+    def _history(self, agent: str, store: str) -> StoreHistory:
+        self.check_access(agent, store)
+        history = self._store_history(store)
+        if history is None:
+            raise NotFound(f"store {store} keeps no history (history = false)")
+        return history
+
+    def log(self, agent: str, target: MemPath | None, *, limit: int = 20,
+            since: float | None = None, author: str | None = None,
+            patch: bool = False) -> list[tuple[str, Entry]]:
+        """(store, entry) newest first: of one file or folder (``target`` with parts),
+        one store (no parts), or every readable store with history (None)."""
+        if target is not None:
+            history = self._history(agent, target.store)
+            rel = target.rel or None
+            return [(target.store, entry) for entry in history.log(
+                rel, limit=limit, since=since, author=author, patch=patch)]
+        logs = []
+        for store in self.readable_stores(agent):
+            kept = self._store_history(store)
+            if kept is not None:
+                logs.append([(store, entry) for entry in kept.log(
+                    None, limit=limit, since=since, author=author, patch=patch)])
+        merged = heapq.merge(*logs, key=lambda item: -item[1].at)
+        return [item for _, item in zip(range(limit), merged, strict=False)]
+
+    def version_at(self, agent: str, path: MemPath, rev: str) -> tuple[str, bytes]:
+        """(commit id, content) of ``path`` at ``rev``; also of a file deleted since.
+        Raises PermissionDenied, NotFound, InvalidInput."""
+        history = self._history(agent, path.store)
+        commit = history.resolve(rev)
+        return str(commit.id), history.content(commit, path.rel)
+
+    def diff(self, agent: str, path: MemPath, old: str | None = None,
+             new: str | None = None) -> Diff:
+        """The unified diff of ``path`` from ``old`` to ``new`` (revisions; ``new``
+        None: the file now). ``old`` None: the version this agent last saw ("what
+        changed since I read it"). Raises PermissionDenied, NotFound, InvalidInput."""
+        history = self._history(agent, path.store)
+        if old is None:
+            before, old_label = self._seen_version(agent, path, history)
+        else:
+            commit = history.resolve(old)
+            before, old_label = _content_or_none(history, commit, path.rel), str(commit.id)[:7]
+        if new is None:
+            after, new_label = self.current_bytes(path), "now"
+        else:
+            commit = history.resolve(new)
+            after, new_label = _content_or_none(history, commit, path.rel), str(commit.id)[:7]
+        if before is None and after is None:
+            raise NotFound(f"{path} exists in neither version")
+        name = str(path)
+        patch = pygit2.Patch.create_from(before, after, old_as_path=name, new_as_path=name)
+        return Diff(path, old_label if before is not None else "absent",
+                    new_label if after is not None else "absent", patch.text or "")
+
+    def _seen_version(self, agent: str, path: MemPath,
+                      history: StoreHistory) -> tuple[bytes | None, str]:
+        seen = self.seen.get(agent, path)
+        if seen is None:
+            raise InvalidInput(f"you have not read {path}: name a revision to compare with "
+                               "(memfs log shows them)")
+        if seen == ABSENT:
+            return None, "absent"
+        for count, (commit, content) in enumerate(history.versions(path.rel)):
+            if content is not None and blake3.blake3(content).hexdigest() == seen:
+                return content, f"{str(commit.id)[:7]} (last seen)"
+            if count >= MAX_VERSIONS_SEARCHED:
+                break
+        raise NotFound(f"the version of {path} you last saw is not in its history: name a "
+                       "revision to compare with")
+
+
+def _content_or_none(history: StoreHistory, commit: pygit2.Commit, rel: str) -> bytes | None:
+    try:
+        return history.content(commit, rel)
+    except NotFound:
+        return None
+

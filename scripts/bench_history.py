@@ -1,0 +1,140 @@
+"""Benchmarks of the history (issue 8); each figure next to its baseline from the same
+run. Run as root: `scripts/bench` or `.venv/bin/python scripts/bench_history.py`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pygit2  # noqa: E402
+
+from memfs.store.history import Change, StoreHistory  # noqa: E402
+from tests.support import (  # noqa: E402
+    UID_A,
+    Daemon,
+    connect_as,
+    public_tmpdir,
+    standard_config,
+)
+
+PAYLOAD = os.urandom(4096)
+EDITS, FILES = 10_000, 100
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+def timed(fn) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def bench_replace(daemon: Daemon, n: int = 400) -> None:
+    with connect_as(UID_A, daemon.socket) as client:
+        for store in ("notes", "scratch"):
+            client.write(f"{store}/bench/replace.bin", PAYLOAD, force=True)
+        on, off = [], []
+        for _ in range(n):  # interleaved: both see the same disk conditions
+            on.append(timed(lambda: client.write("notes/bench/replace.bin", PAYLOAD)))
+            off.append(timed(lambda: client.write("scratch/bench/replace.bin", PAYLOAD)))
+    print(f"versioned 4 KiB replace, history on: {median_ms(on):.3f} ms; history off: "
+          f"{median_ms(off):.3f} ms; ratio {median_ms(on) / median_ms(off):.2f} "
+          "(goal <= 1.3)")
+
+
+def bench_commit_fsync(base: Path, n: int = 200) -> None:
+    """Why commits are not fsynced one by one: libgit2's fsync option vs none."""
+    results = {}
+    for fsync in (False, True):
+        pygit2.option(pygit2.enums.Option.ENABLE_FSYNC_GITDIR, fsync)
+        history = StoreHistory(base / f"fsync-{fsync}.git", "bench")
+        samples = []
+        for i in range(n):
+            data = os.urandom(4096)
+            samples.append(timed(lambda data=data, i=i: history.commit(
+                [Change(f"dir/f{i % 10}.md", history.blob(data))], author="a",
+                email="a@memfs.invalid", message="m\n")))
+        results[fsync] = median_ms(samples)
+    pygit2.option(pygit2.enums.Option.ENABLE_FSYNC_GITDIR, False)
+    print(f"one history commit in-process: {results[False]:.3f} ms as memfs makes it; "
+          f"{results[True]:.3f} ms with libgit2 fsyncing each object and the ref "
+          f"({results[True] / results[False]:.1f}x); memfs syncs once a second instead")
+
+
+def make_edits(daemon: Daemon) -> None:
+    def worker(index: int) -> None:
+        with connect_as(UID_A, daemon.socket) as client:
+            for n in range(index, EDITS, 4):
+                path = f"notes/edits/f{n % FILES:03d}.md"
+                client.write(path, f"# note {n % FILES}\n\nedit {n}: {'x' * (n % 200)}\n",
+                             force=True)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(f"made {EDITS} edits of {FILES} files in {time.perf_counter() - start:.1f} s")
+
+
+def bench_log(daemon: Daemon, n: int = 20) -> None:
+    memfs = str(Path(sys.executable).parent / "memfs")
+    env = {**os.environ, "MEMFS_SOCKET": str(daemon.socket)}
+    log = [memfs, "--as", "alice", "log", "-n", "20", "notes"]
+    cat = [memfs, "--as", "alice", "cat", "notes/edits/f000.md"]
+    ours, base = [], []
+    for _ in range(n):
+        ours.append(timed(lambda: subprocess.run(log, env=env, check=True,
+                                                 capture_output=True)))
+        base.append(timed(lambda: subprocess.run(cat, env=env, check=True,
+                                                 capture_output=True)))
+    print(f"`memfs log -n 20 notes` on {EDITS}+ commits, whole process: "
+          f"{median_ms(ours):.2f} ms; `memfs cat` of a small file: {median_ms(base):.2f} ms; "
+          f"ratio {median_ms(ours) / median_ms(base):.2f} (goal <= 2)")
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def bench_size(root: Path, base: Path) -> None:
+    repo = root / "state" / "history" / "notes.git"
+    ours = du(repo)
+    copy = base / "gc-copy.git"
+    shutil.copytree(repo, copy)
+    subprocess.run(["git", "--git-dir", str(copy), "gc", "-q", "--prune=now"], check=True)
+    packed = du(copy)
+    print(f"history on disk after {EDITS} small edits: {ours / 1e6:.2f} MB as memfs keeps it; "
+          f"{packed / 1e6:.2f} MB after `git gc` (ratio {ours / packed:.1f})")
+
+
+def main() -> None:
+    base = public_tmpdir("memfs-bench-history-")
+    config = standard_config(base)
+    config["stores"]["scratch"] = {"history": False}
+    config["agents"]["alice"]["stores"]["scratch"] = "read_write"
+    try:
+        with Daemon(config) as daemon:
+            bench_replace(daemon)
+            bench_commit_fsync(base)
+            make_edits(daemon)
+            time.sleep(2)  # the daemon's maintenance: sync, pack
+            bench_log(daemon)
+            bench_size(Path(config["root"]), base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

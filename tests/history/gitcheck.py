@@ -1,0 +1,77 @@
+"""Reading a store's history in tests: pygit2 for bulk checks, the git CLI where the
+point is that plain git agrees."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import blake3
+import pygit2
+
+from memfs.store import backing
+
+
+def repo_path(root: Path, store: str) -> Path:
+    return root / "state" / "history" / f"{store}.git"
+
+
+def commits(root: Path, store: str) -> list[pygit2.Commit]:
+    """The commits of ``main``, newest first (first parents)."""
+    repo = pygit2.Repository(str(repo_path(root, store)))
+    ref = repo.references.get("refs/heads/main")
+    if ref is None:
+        return []
+    walker = repo.walk(ref.target)
+    walker.simplify_first_parent()
+    return list(walker)
+
+
+def tree_files(commit: pygit2.Commit) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    stack: list[tuple[str, pygit2.Tree]] = [("", commit.tree)]
+    while stack:
+        base, tree = stack.pop()
+        for entry in tree:
+            obj = tree[entry.name]
+            if isinstance(obj, pygit2.Tree):
+                stack.append((f"{base}{entry.name}/", obj))
+            else:
+                assert isinstance(obj, pygit2.Blob)
+                found[f"{base}{entry.name}"] = obj.data
+    return found
+
+
+def head_files(root: Path, store: str) -> dict[str, bytes]:
+    """The files of ``main``'s tree ({} before the first commit)."""
+    history = commits(root, store)
+    return tree_files(history[0]) if history else {}
+
+
+def store_files(root: Path, store: str) -> dict[str, bytes]:
+    """What agents see of a store: the files memfs keeps, byte for byte."""
+    top = root / "stores" / store
+    fd = os.open(top, backing.DIR_FLAGS)
+    try:
+        return {e.rel: (top / e.rel).read_bytes() for e in backing.walk_files(fd)}
+    finally:
+        os.close(fd)
+
+
+def trailers(commit: pygit2.Commit) -> dict[str, str]:
+    return {key: value.strip() for key, sep, value in
+            (line.partition(": ") for line in commit.message.splitlines()) if sep}
+
+
+def introduced(commit: pygit2.Commit) -> dict[str, str]:
+    """rel -> blake3 of every file this commit added or changed."""
+    before = tree_files(commit.parents[0]) if commit.parents else {}
+    return {rel: blake3.blake3(data).hexdigest()
+            for rel, data in tree_files(commit).items() if before.get(rel) != data}
+
+
+def git(root: Path, store: str, *args: str) -> str:
+    done = subprocess.run(["git", "--git-dir", str(repo_path(root, store)), *args],
+                          capture_output=True, text=True, check=True)
+    return done.stdout

@@ -1,0 +1,119 @@
+"""Files are the source of truth: what differs from the history at start is committed
+as `recover:`; a missing or corrupt repository is rebuilt and the daemon serves; a
+change a crash cut short between its rename and its commit is finished by the next
+daemon (history and the writer's seen record)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import blake3
+
+from memfs.store import versions
+from tests.history.conftest import history_config
+from tests.history.gitcheck import commits, repo_path, store_files, trailers, tree_files
+from tests.support import UID_A, Daemon, connect_as, public_tmpdir
+
+
+def started(config: dict[str, object]) -> Daemon:
+    return Daemon(config).start()
+
+
+def test_changes_made_by_hand_are_recovered_at_start() -> None:
+    config = history_config(public_tmpdir())
+    root = Path(str(config["root"]))
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/kept.md", "kept\n")
+        alice.write("notes/edited.md", "before\n")
+        alice.write("notes/removed.md", "gone soon\n")
+    notes = root / "stores" / "notes"
+    (notes / "edited.md").write_text("edited by an operator\n")
+    (notes / "removed.md").unlink()
+    (notes / "sub").mkdir()
+    (notes / "sub" / "added.md").write_text("added by hand\n")
+    with Daemon(config) as daemon:
+        head = commits(root, "notes")[0]
+        assert head.message.startswith("recover: 3 paths of notes")
+        assert head.author.name == "memfs" and trailers(head)["Memfs-Op"] == "recover"
+        for line in ("changed: notes/edited.md", "deleted: notes/removed.md",
+                     "changed: notes/sub/added.md"):
+            assert line in head.message
+        assert tree_files(head) == store_files(root, "notes")
+        count = len(commits(root, "notes"))
+    with Daemon(config):  # nothing changed since: no new commit
+        assert len(commits(root, "notes")) == count
+
+
+def test_a_deleted_repository_is_rebuilt_and_the_daemon_serves() -> None:
+    config = history_config(public_tmpdir())
+    root = Path(str(config["root"]))
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/a.md", "a\n")
+        alice.write("notes/b/c.md", "c\n")
+    shutil.rmtree(repo_path(root, "notes"))
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        history = commits(root, "notes")
+        assert len(history) == 1 and history[0].message.startswith("recover:")
+        assert tree_files(history[0]) == store_files(root, "notes")
+        alice.write("notes/a.md", "after\n", force=True)
+        assert len(alice.log("notes")) == 2
+
+
+def test_a_corrupt_repository_is_moved_aside_and_rebuilt() -> None:
+    config = history_config(public_tmpdir())
+    root = Path(str(config["root"]))
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/a.md", "a\n")
+    repo = repo_path(root, "notes")
+    for loose in (repo / "objects").rglob("*"):
+        if loose.is_file():
+            loose.write_bytes(b"garbage")
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        assert alice.read("notes/a.md")["text"] == "a\n"
+        assert tree_files(commits(root, "notes")[0]) == store_files(root, "notes")
+        assert "unreadable" in daemon.log() or "damaged" in daemon.log()
+    assert any(p.name.startswith("notes.git.broken-") for p in repo.parent.iterdir())
+
+
+def test_a_commit_cut_short_is_finished_with_the_writers_record() -> None:
+    """The state a kill between the rename and the rest of the landing leaves: the file
+    holds alice's new version, the intent is on the lock file, her seen record and the
+    history are behind. The next daemon repairs both: her next write is accepted."""
+    config = history_config(public_tmpdir())
+    root = Path(str(config["root"]))
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/cut.md", "v0\n")
+    new = b"v1 renamed, never acknowledged\n"
+    digest = blake3.blake3(new).hexdigest()
+    target = root / "stores" / "notes" / "cut.md"
+    staged = target.with_name(".staged")
+    staged.write_bytes(new)
+    fd = os.open(staged, os.O_RDONLY)
+    versions.stamp(fd, digest, "alice", 0.0)
+    os.close(fd)
+    lock = root / "state" / "locks" / "notes.lock"
+    os.setxattr(lock, "user.memfs.pending", json.dumps(
+        {"agent": "alice", "paths": {"cut.md": digest}, "record": ["cut.md"]}).encode())
+    os.rename(staged, target)
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/cut.md", "v2 based on v1\n")  # no conflict: her record was set
+        log = alice.log("notes/cut.md")
+        assert [e["op"] for e in log[:2]] == ["write", "recover"]
+    assert "user.memfs.pending" not in os.listxattr(lock)
+    assert tree_files(commits(root, "notes")[0]) == store_files(root, "notes")
+
+
+def test_a_ref_lock_left_by_a_killed_daemon_does_not_stop_history() -> None:
+    """libgit2 refuses to update a ref whose .lock file exists; a daemon killed during
+    the update leaves one. The next commit (under the store lock) clears it."""
+    config = history_config(public_tmpdir())
+    root = Path(str(config["root"]))
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/l.md", "one\n")
+        (repo_path(root, "notes") / "refs" / "heads" / "main.lock").write_text("stale\n")
+        result = alice.write("notes/l.md", "two\n")
+        assert str(commits(root, "notes")[0].id) == result["commit"]
+    assert not any(".broken-" in p.name for p in repo_path(root, "notes").parent.iterdir())
