@@ -7,8 +7,9 @@ daemon whose root is on the host's Gluster mount (inside the host's network
 namespace, as the cluster tests do) and prints medians, each next to its baseline
 measured on the same Gluster mount in the same run, interleaved sample by sample:
 
-* commit: a 4 KiB versioned replace through the socket vs a bare durable write
-  (temp file + fsync + rename + fsync of the directory);
+* commit: a 4 KiB versioned replace through the socket, in a store with git history
+  (the default) and in one without, vs a bare durable write (temp file + fsync +
+  rename + fsync of the directory);
 * read: a 4 KiB read through the socket (records the version) and `open`+`read`
   through the memfs mount vs a plain `open`+`read`+`close` on the Gluster mount;
 * idle cost of watching the other daemons: the daemon's CPU time over 10 s idle
@@ -87,8 +88,9 @@ def main() -> None:
         "root": str(gluster_mount / f"root-{secrets.token_hex(4)}"),
         "mount": str(base / "memory"),
         "socket": str(base / "control.sock"),
-        "stores": {"notes": {}},
-        "agents": {"alice": {"uid": UID, "stores": {"notes": "read_write"}}},
+        "stores": {"notes": {}, "plain": {"history": False}},
+        "agents": {"alice": {"uid": UID, "stores": {"notes": "read_write",
+                                                     "plain": "read_write"}}},
         "jail": {"sed_root": str(base / "sed-root")},
     }
     daemon = Daemon(config, mount=True, wrapper=["nsenter", "--net=/run/netns/memfs-cb-h1"])
@@ -98,14 +100,19 @@ def main() -> None:
         bare_dir.mkdir(exist_ok=True)
         with connect_as(UID, daemon.socket) as client:
             client.write("notes/bench/file.bin", PAYLOAD)
+            client.write("plain/bench/file.bin", PAYLOAD)
             bare_durable_write(bare_dir, "file.bin", PAYLOAD)
-            ours, bare = [], []
+            ours, plain_store, bare = [], [], []
             for _ in range(N):
                 ours.append(timed(lambda: client.write("notes/bench/file.bin", PAYLOAD)))
+                plain_store.append(timed(lambda: client.write("plain/bench/file.bin", PAYLOAD)))
                 bare.append(timed(lambda: bare_durable_write(bare_dir, "file.bin", PAYLOAD)))
-            print(f"commit, 4 KiB replace via socket: median {ms(ours)}; bare durable write "
-                  f"on the same Gluster mount: {ms(bare)}; ratio "
-                  f"{statistics.median(ours) / statistics.median(bare):.2f}")
+            base_commit = statistics.median(bare)
+            print(f"commit, 4 KiB replace via socket: median {ms(ours)} (store with git "
+                  f"history), {ms(plain_store)} (history = false); bare durable write on the "
+                  f"same Gluster mount: {ms(bare)}; ratios "
+                  f"{statistics.median(ours) / base_commit:.2f} and "
+                  f"{statistics.median(plain_store) / base_commit:.2f}")
             socket_reads, mount_reads, plain = [], [], []
             via_mount = daemon.mountpoint / "notes" / "bench" / "file.bin"
             for _ in range(N):

@@ -115,23 +115,27 @@ def cluster() -> Iterator[Cluster]:
 
 
 def host_config(host: Host, base: Path, root_name: str, *, agents: int = WORKERS,
-                ) -> dict[str, Any]:
-    """A daemon on ``host``: root on the host's Gluster mount, everything else local."""
+                stores: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A daemon on ``host``: root on the host's Gluster mount, everything else local.
+    ``stores`` (default: ``notes``, with history) are read_write for every worker."""
+    stores = stores if stores is not None else {"notes": {}}
     config: dict[str, Any] = {
         "root": str(host.gluster_mount / root_name),
         "mount": str(base / f"{host.name}-memory"),
         "socket": str(base / f"{host.name}.sock"),
         "delegates": [0],
-        "stores": {"notes": {}},
-        "agents": {f"worker{i}": {"uid": FIRST_UID + i, "stores": {"notes": "read_write"}}
+        "stores": stores,
+        "agents": {f"worker{i}": {"uid": FIRST_UID + i,
+                                  "stores": dict.fromkeys(stores, "read_write")}
                    for i in range(agents)},
         "jail": {"sed_root": str(host.sed_root)},
     }
-    config["agents"]["reader"] = {"uid": 0, "stores": {"notes": "read"}}
+    config["agents"]["reader"] = {"uid": 0, "stores": dict.fromkeys(stores, "read")}
     return config
 
 
 def start_daemons(cluster: Cluster, hosts: Sequence[Host], *, mount: bool = True,
+                  stores: dict[str, dict[str, Any]] | None = None,
                   ) -> tuple[Path, list[Daemon]]:
     """One daemon per host, all on one new root on the volume (each through its own
     host's mount); returns the scratch directory and the running daemons."""
@@ -139,7 +143,8 @@ def start_daemons(cluster: Cluster, hosts: Sequence[Host], *, mount: bool = True
     root_name = f"root-{secrets.token_hex(4)}"
     daemons = []
     for host in hosts:
-        daemon = Daemon(host_config(host, base, root_name), mount=mount, wrapper=host.wrapper)
+        daemon = Daemon(host_config(host, base, root_name, stores=stores), mount=mount,
+                        wrapper=host.wrapper)
         cluster.daemons.append(daemon)
         daemons.append(daemon.start(timeout=60))
     return base, daemons
