@@ -14,10 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pygit2  # noqa: E402
+import pygit2
 
-from memfs.store.history import Change, StoreHistory  # noqa: E402
-from tests.support import (  # noqa: E402
+from memfs.store.history import Change, StoreHistory
+from tests.support import (
     UID_A,
     Daemon,
     connect_as,
@@ -61,7 +61,7 @@ def bench_commit_fsync(base: Path, n: int = 200) -> None:
         samples = []
         for i in range(n):
             data = os.urandom(4096)
-            samples.append(timed(lambda data=data, i=i: history.commit(
+            samples.append(timed(lambda data=data, i=i, history=history: history.commit(
                 [Change(f"dir/f{i % 10}.md", history.blob(data))], author="a",
                 email="a@memfs.invalid", message="m\n")))
         results[fsync] = median_ms(samples)

@@ -14,7 +14,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from memfs.store.errors import InvalidInput
 
@@ -29,15 +29,15 @@ MAX_TEXT = 64 * 1024  # one note, goal, summary, title or body
 
 def iso(at: float) -> str:
     """UTC ISO-8601 to the second: 2026-11-30T13:22:59Z."""
-    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_iso(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
 def day(at: float) -> str:
-    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")
 
 
 def duration(text: str) -> int:
