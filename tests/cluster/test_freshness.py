@@ -120,7 +120,10 @@ def round_checks(here: Path, top: str, content: bytes, reader: Client,
 
 @pytest.mark.slow
 def test_changes_on_one_host_are_fresh_on_another_within_a_second(cluster: Cluster) -> None:
-    _base, daemons = start_daemons(cluster, cluster.hosts[:2])
+    # history = false: with git history a commit holds the lock ~0.6 s on Gluster after
+    # its files are in place, so B is fresh before A's ack and the figures say little.
+    _base, daemons = start_daemons(cluster, cluster.hosts[:2],
+                                   stores={"notes": {"history": False}})
     a, b = daemons
     worst: dict[str, float] = {}
     try:
