@@ -150,14 +150,21 @@ def start_daemons(cluster: Cluster, hosts: Sequence[Host], *, mount: bool = True
     return base, daemons
 
 
+def mounted(point: Path) -> bool:
+    """Whether something is mounted at ``point``, per /proc/self/mounts: a dead FUSE
+    daemon's mount answers ENOTCONN, which os.path.ismount reports as not mounted."""
+    with open("/proc/self/mounts") as mounts:
+        return any(line.split(" ")[1] == str(point) for line in mounts)
+
+
 def stop_daemon(daemon: Daemon) -> None:
-    """Stop a daemon and never leave its FUSE mount behind."""
+    """Stop a daemon and never leave its FUSE mount behind (also a killed one's)."""
     if daemon.alive():
         try:
             daemon.stop(timeout=30)
         except subprocess.TimeoutExpired:
             daemon.kill()
-    if daemon.mount and os.path.ismount(daemon.mountpoint):
+    if daemon.mount and mounted(daemon.mountpoint):
         subprocess.run(["umount", "-l", str(daemon.mountpoint)], check=False)
 
 
