@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -25,12 +26,17 @@ from control.server import (
     open_listener,
 )
 from jail import Jail, JailError, JailSettings
+from memfs import shared_root
 from memfs.config import Config, ConfigError, load_config
 from memfs.memory.model import Memory
 from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
 
 log = logging.getLogger("memfs")
+
+# How often each store's generation is read to notice other daemons' changes: a change
+# through another daemon is seen by this one's mount within about this (+ one read).
+WATCH_INTERVAL = 0.25
 
 
 def rg_binary() -> Path:
@@ -136,11 +142,13 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
             if mount:
                 from memfs.fuse.mount import serve_mount
 
-                await nursery.start(serve_mount, engine, config.mount)
+                view = await nursery.start(serve_mount, engine, config.mount)
+                nursery.start_soon(watch_other_daemons, engine, view.store_changed)
             nursery.start_soon(sweep_seen_records, engine)
             nursery.start_soon(maintain_history, engine)
             server = ControlServer(dispatcher, limits)
             await nursery.start(server.serve, listener)
+            nursery.start_soon(check_shared_root, config.root)
             where = f"mount {config.mount}, " if mount else ""
             log.info("serving: %ssocket %s, root %s", where, config.socket, config.root)
             if banner:
@@ -158,6 +166,40 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
             if jail is not None:
                 jail.close()
             engine.close()
+
+
+async def check_shared_root(root: Path) -> None:
+    """Log one line about a root on GlusterFS: a warning when its options break
+    freshness across hosts or cannot be read (memfs/shared_root.py). In a worker
+    thread, in the background: the gluster CLI may take seconds to answer."""
+    try:
+        found = await trio.to_thread.run_sync(shared_root.check_root, root)
+    except Exception as error:  # a check must never stop the daemon
+        log.warning("checking the root's file system failed: %r", error)
+        return
+    if found is not None:
+        ok, message = found
+        (log.info if ok else log.warning)("%s", message)
+
+
+async def watch_other_daemons(engine: Engine, store_changed: Callable[[str], None], *,
+                              interval: float = WATCH_INTERVAL) -> None:
+    """Forever: read every store's generation each ``interval`` seconds and, for each
+    store another daemon on the root changed, call ``store_changed(store)`` in a worker
+    thread (it notifies the kernel, which may wait for our request loop), and once
+    more at the next poll: a lookup that was in flight during the first call may have
+    handed the kernel what it saw before the change."""
+    again: set[str] = set()
+    while True:
+        await trio.sleep(interval)
+        try:
+            changed = set(await trio.to_thread.run_sync(engine.changed_elsewhere))
+        except OSError as error:  # never stop serving for a hint
+            log.warning("reading the stores' generations failed: %s", error)
+            changed = set()
+        for store in sorted(changed | again):
+            await trio.to_thread.run_sync(store_changed, store)
+        again = changed
 
 
 SWEEP_INTERVAL = 6 * 3600.0

@@ -93,10 +93,13 @@ class Daemon:
 
     def __init__(self, config: Mapping[str, Any], *, mount: bool = False,
                  config_path: Path | None = None, nofile: tuple[int, int] | None = None,
-                 ) -> None:
-        """``nofile``: start the daemon with this (soft, hard) RLIMIT_NOFILE."""
+                 wrapper: Sequence[str] = ()) -> None:
+        """``nofile``: start the daemon with this (soft, hard) RLIMIT_NOFILE.
+        ``wrapper``: argv run in front of ``memfs serve`` (e.g. nsenter into a network
+        namespace); it must exec the daemon so that its pid is the daemon's."""
         self.config = dict(config)
         self.nofile = nofile
+        self.wrapper = list(wrapper)
         self.socket = Path(self.config["socket"])
         self.mountpoint = Path(self.config.get("mount", "/memory"))
         self.mount = mount
@@ -106,7 +109,7 @@ class Daemon:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0) -> Daemon:
-        argv = [*MEMFS, "serve", "--config", str(self.config_path)]
+        argv = [*self.wrapper, *MEMFS, "serve", "--config", str(self.config_path)]
         if not self.mount:
             argv.append("--no-mount")
         if self.nofile is not None:  # prlimit execs the daemon: same pid

@@ -9,9 +9,10 @@ kernel would share it with every uid. Each negative answer is remembered (parent
 inode, name) before the backing directory is looked at, and a commit through this
 daemon invalidates the entries of its file's name and of every directory above it
 before the writer is answered, so a created name is visible to the very next walk of
-any agent. A name created by another daemon on the same root, or planted by hand,
-appears within ENTRY_TIMEOUT (as attributes changed that way refresh within
-ATTR_TIMEOUT).
+any agent. A name created by another daemon on the same root is noticed through the
+store's generation counter (`store_changed`, within a poll of memfs/daemon.py); one
+planted by hand appears within ENTRY_TIMEOUT (as attributes changed that way refresh
+within ATTR_TIMEOUT).
 
 Versions and the page cache. ``open`` pins the current version with
 ``Engine.open_version`` (records it as seen) and every ``read`` is a ``pread`` on the
@@ -31,10 +32,10 @@ So every byte a handle returns comes from the version whose digest was recorded 
 its open. Freshness: ``cat`` (any new open) always returns the version current at
 open time, whoever changed it. Attributes (``stat``) are refreshed at once after a
 commit through this daemon (the commit listener invalidates them before the write
-is acknowledged) and within ATTR_TIMEOUT after a change made by another daemon on
-the same root (a store directory's own times within STORE_ATTR_REFRESH: its reply is
-sent on every path walk, so its fstat is reused for that long, and dropped by every
-commit through this daemon).
+is acknowledged) and within a generation poll after a change made by another daemon
+on the same root (`store_changed`); a store directory's own times within
+STORE_ATTR_REFRESH (its reply is sent on every path walk, so its fstat is reused for
+that long, and dropped by every commit through this daemon or another).
 
 `KernelCache` is a mixin of `memfs.fuse.view.MemoryView`, whose ``__init__`` sets up
 the state declared on it and whose ``attach`` registers `committed` with the engine.
@@ -50,7 +51,15 @@ from collections.abc import Iterator
 
 import pyfuse3
 
-from memfs.fuse.nodes import ENTRY_TIMEOUT, Handle, Node, NodeTable, _Counters, _ident
+from memfs.fuse.nodes import (
+    ATTR_TIMEOUT,
+    ENTRY_TIMEOUT,
+    Handle,
+    Node,
+    NodeTable,
+    _Counters,
+    _ident,
+)
 from memfs.store.paths import MemPath
 
 NEGATIVE_LIMIT = 65536  # negative entries (below stores) tracked for invalidation
@@ -61,6 +70,7 @@ class KernelCache(NodeTable):
 
     # (parent ino, name) -> monotonic time after which the kernel has dropped it
     _negative: dict[tuple[int, bytes], float]
+    _epoch_ended: dict[int, float]  # hand-out epoch -> when it ended (store_changed)
     _loop_thread: int | None
     _notify_lock: threading.Lock  # held around kernel notifications
     _attached: bool
@@ -145,6 +155,49 @@ class KernelCache(NodeTable):
                 # Deleted: drop the dentry now (blocking is fine off the loop).
                 with contextlib.suppress(OSError):
                     pyfuse3.invalidate_entry(parent.ino, node.name, deleted=node.ino)
+
+    # -- changes made through other daemons: drop what the kernel caches of a store ---
+
+    def store_changed(self, store: str) -> None:
+        """Another daemon on the root changed something in ``store`` (which files is
+        not known): make the kernel ask again about everything below it that it may
+        still cache, so the next lookup, stat, ls or open sees the change.
+
+        Drops the store's negative entries and the attributes of every node handed to
+        the kernel within its timeouts (a deleted file's entry then answers ENOENT at
+        the next stat: getattr finds nothing). The page cache needs nothing: the next
+        open pins the current version and keeps the pages only if they are its own.
+        A lookup in flight while this runs can still hand out what it saw before the
+        change: callers call again a poll later (memfs/daemon.py). Blocking: call from
+        a worker thread, never from the loop that serves requests."""
+        now = time.monotonic()
+        horizon = now - max(ENTRY_TIMEOUT, ATTR_TIMEOUT) - 1.0  # + margin: kernel jiffies
+        with self._lock:
+            self._commit_epoch += 1  # store directories' times are read again
+            # Nodes handed out in an epoch that ended before the horizon have expired
+            # from the kernel's caches by now: those are skipped.
+            recent = {epoch for epoch, ended in self._epoch_ended.items() if ended > horizon}
+            recent.add(self._hand_epoch)
+            self._epoch_ended = {epoch: self._epoch_ended[epoch] for epoch in recent
+                                 if epoch != self._hand_epoch}
+            self._epoch_ended[self._hand_epoch] = now
+            self._hand_epoch += 1
+            nodes = [node for node in self._nodes.values()
+                     if node.store == store and node.parts and node.handed in recent]
+            negatives = [(key, until) for key, until in self._negative.items()
+                         if until > now and self._nodes[key[0]].store == store]
+            for key, _until in negatives:
+                del self._negative[key]
+        with self._notify_lock:
+            if not self._attached:
+                return
+            for (parent_ino, name), _until in negatives:
+                with contextlib.suppress(OSError):
+                    pyfuse3.invalidate_entry(parent_ino, name)
+            for node in nodes:
+                node.last_size = None
+                with contextlib.suppress(OSError):
+                    pyfuse3.invalidate_inode(node.ino, attr_only=True)
 
     def _drop_negative(self, path: MemPath) -> None:
         """Invalidate the negative entries we handed out for the file's name or any

@@ -198,8 +198,10 @@ def _install_fast_wait() -> Callable[[], None]:
 
 
 async def serve_mount(engine: Engine, mountpoint: Path, *,
-                      task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-    """Mount the view at ``mountpoint`` and serve it until cancelled; then unmount."""
+                      task_status: trio.TaskStatus[MemoryView] = trio.TASK_STATUS_IGNORED,
+                      ) -> None:
+    """Mount the view at ``mountpoint`` and serve it until cancelled; then unmount.
+    Reports the view as started (the daemon tells it about other daemons' changes)."""
     mountpoint = Path(mountpoint)
     prepare_mountpoint(mountpoint)
     view = MemoryView(engine)
@@ -213,7 +215,7 @@ async def serve_mount(engine: Engine, mountpoint: Path, *,
     unmounted_by_us = False
     try:
         log.info("mounted %s (read-only, per-agent view)", mountpoint)
-        task_status.started()
+        task_status.started(view)
         await pyfuse3.main(min_tasks=MIN_TASKS, max_tasks=MAX_TASKS)
         # main() returns only when the kernel ended the session (someone unmounted us).
         raise MountError(f"{mountpoint} was unmounted from outside the daemon")

@@ -69,6 +69,9 @@ class Node:
     store_fresh_until: float = 0.0
     # the last attributes built for this node and what they were built from
     attrs_memo: tuple[tuple[int, int, int], pyfuse3.EntryAttributes] | None = None
+    # the hand-out epoch in which its entry or attributes last went to the kernel
+    # (memfs/fuse/cache.py, store_changed); -1: never
+    handed: int = -1
     # directories: (name, is_dir) -> child node, an index of _by_key for listings
     children: dict[tuple[str, bool], Node] = field(default_factory=dict)
 
@@ -123,6 +126,7 @@ class NodeTable:
     _next_ino: Iterator[int]
     _lock: threading.Lock  # node table: the commit listener reads it off-loop
     _commit_epoch: int  # bumped by every commit through this daemon
+    _hand_epoch: int  # see Node.handed
 
     # -- the inode table ------------------------------------------------------------
 
@@ -151,8 +155,11 @@ class NodeTable:
 
     # -- attributes ---------------------------------------------------------------
 
-    def _backing_stat(self, store: str, parts: tuple[str, ...]) -> os.stat_result | None:
-        """lstat of STORE/PARTS in the backing directory, never following a symlink."""
+    def _backing_stat(self, store: str, parts: tuple[str, ...], *,
+                      attempts: int = backing.STALE_ATTEMPTS) -> os.stat_result | None:
+        """lstat of STORE/PARTS in the backing directory, never following a symlink.
+        ESTALE (another host replaced the file while we looked it up) is looked up
+        again, ``attempts`` times in all."""
         store_fd = self.engine.store_fd(store)
         if not parts:
             return os.fstat(store_fd)
@@ -164,8 +171,12 @@ class NodeTable:
             return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as error:
+            if error.errno != errno.ESTALE or attempts <= 1:
+                raise
         finally:
             os.close(parent)
+        return self._backing_stat(store, parts, attempts=attempts - 1)
 
     def _root_attrs(self) -> pyfuse3.EntryAttributes:
         attrs = pyfuse3.EntryAttributes()
@@ -186,6 +197,7 @@ class NodeTable:
         # on every opendir. Never mutated once built (store replies are not memoised:
         # _store_attrs updates those in place).
         key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        node.handed = self._hand_epoch
         memo = node.attrs_memo
         if memo is not None and memo[0] == key:
             if not node.is_dir:

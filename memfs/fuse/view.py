@@ -97,6 +97,10 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         self._scans = ScanDetector(self.config.scans.tools,
                                    self.config.scans.max_opens_per_second)
         self._commit_epoch = 0  # bumped by every commit through this daemon
+        # Changes made through other daemons (store_changed): the hand-out epoch and
+        # when each past epoch ended (memfs/fuse/cache.py).
+        self._hand_epoch = 0
+        self._epoch_ended: dict[int, float] = {}
         # (uid, name) -> store node, for every store the uid's agent may read: the
         # root lookup, sent on every path walk through a store, is one dict probe.
         self._root_entries: dict[tuple[int, bytes], Node] = {}

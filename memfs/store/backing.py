@@ -18,10 +18,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import os
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
 
 from memfs.store.errors import InvalidInput
 
@@ -46,6 +48,37 @@ def not_kept_reason(st: os.stat_result) -> str:
     if st.st_nlink > 1:
         return "is a hard link (another name of a file elsewhere); memfs never reads it"
     return "is not owned by the memfs daemon; memfs never reads it"
+
+
+# errnos that mean "the file changed under us" when they come from an fd that was just
+# opened (fstat, pread, fgetxattr) or from a name that was just looked up: on a
+# distributed file system (GlusterFS) another host renamed a new version over the file
+# or deleted it in between. Never seen on a local file system, where an open fd keeps
+# its file.
+CHANGED_UNDER_US = frozenset({errno.ESTALE, errno.ENOENT})
+STALE_ATTEMPTS = 8  # a file replaced this many times in a row during one read: give up
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def retry_stale(function: Callable[P, R]) -> Callable[P, R]:
+    """Wrap an operation that opens a file and then uses the fd (and changes nothing
+    before it succeeds): when it fails with ESTALE or ENOENT, do it again from the
+    open, up to STALE_ATTEMPTS times in all; the last failure is raised. A file that
+    is really gone is then simply not found by the next open."""
+
+    @functools.wraps(function)
+    def again(*args: P.args, **kwargs: P.kwargs) -> R:
+        for attempt in range(1, STALE_ATTEMPTS + 1):
+            try:
+                return function(*args, **kwargs)
+            except OSError as error:
+                if error.errno not in CHANGED_UNDER_US or attempt == STALE_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
+
+    return again
 
 
 @contextlib.contextmanager
@@ -261,7 +294,12 @@ def walk_files(store_fd: int, prefix: tuple[str, ...] = ()) -> Iterator[Entry]:
             subdirs = []
             for entry in children:
                 rel = f"{base}/{entry.name}" if base else entry.name
-                st = entry.stat(follow_symlinks=False)
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError as error:
+                    if error.errno in CHANGED_UNDER_US:
+                        continue  # deleted (or replaced) since the directory was read
+                    raise
                 if is_kept(st):
                     yield Entry(rel, st.st_size, st.st_mtime_ns)
                 elif stat.S_ISDIR(st.st_mode):

@@ -35,6 +35,7 @@ import pygit2
 
 from memfs.store import backing
 from memfs.store.errors import InvalidInput
+from memfs.store.generation import Generation
 from memfs.store.history import Change, HistoryError, StoreHistory, message_for
 from memfs.store.paths import MemPath
 from memfs.store.planted import PlantedIndex
@@ -77,6 +78,7 @@ class Store:
         self.seen = seen
         self._thread_lock = threading.Lock()
         self._lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.generation = Generation(self._lock_fd)  # bumped by every landing
         self.history = None if history_path is None else StoreHistory(history_path, name)
 
     def close(self) -> None:
@@ -96,6 +98,7 @@ class Store:
                 intent = self._intent()
                 if intent is not None:
                     self._repair(intent)
+                    self.generation.bump()  # its files may have changed: tell the others
                 yield
             finally:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
@@ -141,7 +144,10 @@ class Store:
                     os.unlink(name, dir_fd=landing.parent)
         except BaseException:
             self._repair(intent)  # whatever did land is recorded; the rest never happened
+            self.generation.bump()
             raise
+        # Still under the lock, the files in place: other daemons notice (generation.py).
+        self.generation.bump()
         for landing in landings:
             if landing.forget:
                 self.seen.forget(agent, landing.path)

@@ -204,6 +204,12 @@ class Engine(HistoryOps):
         the jailed search to skip. Raises InvalidInput when there are absurdly many."""
         return self._stores[store].planted.planted()
 
+    def changed_elsewhere(self) -> list[str]:
+        """The stores that another daemon on the root changed since the last call
+        (one read of each store's generation; blocking: call from a worker thread)."""
+        return [name for name, store in self._stores.items()
+                if store.generation.changed_elsewhere()]
+
     def check_access(self, agent: str, store: str, *, write: bool = False) -> None:
         """Raise PermissionDenied unless ``agent`` may read (or write) ``store``."""
         access = self.config.access(agent, store)
@@ -219,6 +225,7 @@ class Engine(HistoryOps):
         Raises InvalidInput (a symlink on the way, not a file memfs keeps)."""
         return backing.open_kept(self._stores[path.store].fd, path.parts)
 
+    @backing.retry_stale
     def open_version(self, agent: str, path: MemPath, *, record: bool = True,
                      absent: bool = False, is_scan: Callable[[], bool] | None = None,
                      ) -> Pinned:
@@ -254,6 +261,7 @@ class Engine(HistoryOps):
         if seen is not None and seen != ABSENT:
             self.seen.put(agent, path, ABSENT)
 
+    @backing.retry_stale
     def read_bytes(self, agent: str, path: MemPath) -> tuple[bytes, Pinned]:
         """The whole content of the current version, recorded as seen (its absence
         too)."""
@@ -261,6 +269,7 @@ class Engine(HistoryOps):
         with backing.closing_fd(pinned.fd):
             return backing.read_all(pinned.fd, pinned.version.size), pinned
 
+    @backing.retry_stale
     def read_page(self, agent: str, path: MemPath, offset: int,
                   limit: int | None) -> tuple[Page, Pinned]:
         """Lines ``[offset, offset + limit)`` of the current version, which is recorded
@@ -303,6 +312,7 @@ class Engine(HistoryOps):
                                 "last_written_at": version.last_write.at})
         return changed
 
+    @backing.retry_stale
     def current_bytes(self, path: MemPath) -> bytes | None:
         """The current content (no access check, no record); None if missing."""
         opened = self._open_current(path)
@@ -315,6 +325,18 @@ class Engine(HistoryOps):
     def _store_history(self, store: str) -> StoreHistory | None:
         return self._stores[store].history
 
+    @backing.retry_stale
+    def _read_current(self, path: MemPath) -> tuple[Version, bytes]:
+        """The current version and its bytes. Raises NotFound, InvalidInput."""
+        opened = self._open_current(path)
+        if opened is None:
+            raise NotFound(f"{path} does not exist")
+        fd, st = opened
+        with backing.closing_fd(fd):
+            version = version_of(fd, st)
+            return version, backing.read_all(fd, version.size)
+
+    @backing.retry_stale
     def current_digest(self, path: MemPath) -> str | None:
         """Digest of what a read would return now (no access check, no record)."""
         opened = self._open_current(path)
@@ -379,13 +401,7 @@ class Engine(HistoryOps):
         changes nothing."""
         self.check_access(agent, path.store, write=True)
         self._plain_write(path)
-        opened = self._open_current(path)
-        if opened is None:
-            raise NotFound(f"{path} does not exist")
-        fd, st = opened
-        with backing.closing_fd(fd):
-            base = version_of(fd, st)
-            data = backing.read_all(fd, base.size)
+        base, data = self._read_current(path)
         if not force:
             self._check(agent, path, base, expected)
         new = transform(data)
@@ -577,6 +593,7 @@ def _undecodable(name: str) -> bool:
     return False
 
 
+@backing.retry_stale
 def _read_version_at(parent: int, name: str) -> tuple[Version | None, bytes]:
     """The version and bytes of ``name`` (None and b"" when it does not exist)."""
     fd = backing.open_regular(parent, name)
@@ -587,6 +604,7 @@ def _read_version_at(parent: int, name: str) -> tuple[Version | None, bytes]:
         return version, backing.read_all(fd, version.size)
 
 
+@backing.retry_stale
 def _version_at(parent: int, name: str) -> Version | None:
     fd = backing.open_regular(parent, name)
     if fd is None:

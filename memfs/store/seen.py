@@ -30,6 +30,7 @@ from pathlib import Path
 
 import blake3
 
+from memfs.store.backing import STALE_ATTEMPTS
 from memfs.store.paths import MemPath
 
 XATTR = "user.memfs.seen"
@@ -52,14 +53,18 @@ class SeenRecords:
 
     def get(self, agent: str, path: MemPath) -> str | None:
         """The digest ``agent`` last read or wrote at ``path``, or None."""
-        try:
-            return os.getxattr(self._file(agent, path), XATTR).decode("ascii")
-        except FileNotFoundError:
-            return None
-        except OSError as error:
-            if error.errno == errno.ENODATA:  # marker created, value not yet set
+        for attempt in range(1, STALE_ATTEMPTS + 1):
+            try:
+                return os.getxattr(self._file(agent, path), XATTR).decode("ascii")
+            except FileNotFoundError:
                 return None
-            raise
+            except OSError as error:
+                if error.errno == errno.ENODATA:  # marker created, value not yet set
+                    return None
+                # ESTALE: another host unlinked it as we looked it up: look again
+                if error.errno != errno.ESTALE or attempt == STALE_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
 
     def put(self, agent: str, path: MemPath, digest: str) -> None:
         """Record ``digest`` as seen (atomic: the old or the new value, never a mix)."""
@@ -124,7 +129,10 @@ class SeenRecords:
                             continue
                         os.unlink(entry.path)
                         removed += 1
-                    except FileNotFoundError:
+                    except OSError as error:
+                        # ESTALE: another host's daemon swept it as we looked (Gluster)
+                        if error.errno not in (errno.ENOENT, errno.ESTALE):
+                            raise
                         continue
         return removed
 
