@@ -159,7 +159,7 @@ def test_the_sed_spare_is_confined_before_its_call(jail: Jail) -> None:
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # reaped before or while reading
         return "gone"
 
 
