@@ -95,15 +95,29 @@ class Store:
         with self._thread_lock:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             try:
-                intent = self._intent()
+                intent = self._unfinished()
                 if intent is not None:
                     self._repair(intent)
                     self.generation.bump()  # its files may have changed: tell the others
+                    self._head = self._head_now()
                 yield
             finally:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
-    def _intent(self) -> dict[str, object] | None:
+    def _unfinished(self) -> dict[str, object] | None:
+        """The intent of a landing that did not finish, if any. A landing's intent
+        stays on the lock file and names the head of ``main`` it started from: once its
+        commit moved ``main``, it is finished (one xattr write per landing, none to
+        clear it). Sets ``self._head``, the head now (valid while the lock is held)."""
+        self._head = None
+        if self.history is None:
+            return None
+        try:
+            self._head = self.history.head_id()
+        except HistoryError:
+            unreadable = True  # repair whatever is pending (recovery rebuilds the rest)
+        else:
+            unreadable = False
         try:
             raw = os.getxattr(self._lock_fd, PENDING)
         except OSError as error:
@@ -114,7 +128,15 @@ class Store:
             intent = json.loads(raw)
         except ValueError:
             intent = {}
-        return intent if isinstance(intent, dict) else {}
+        if not isinstance(intent, dict):
+            intent = {}
+        return intent if unreadable or intent.get("head") == self._head else None
+
+    def _head_now(self) -> str | None:
+        try:
+            return None if self.history is None else self.history.head_id()
+        except HistoryError:
+            return None
 
     def _clear_intent(self) -> None:
         with contextlib.suppress(OSError):
@@ -127,14 +149,18 @@ class Store:
         """Land an accepted change (the caller holds `locked` and made its checks):
         intent, renames and unlinks, the writer's records, the history commit.
         Returns the commit id (None without history). A history failure is logged and
-        left to recovery: the change itself stands."""
+        left to recovery: the change itself stands. Without history there is no
+        intent: a crash between the rename and the writer's record then only costs
+        the writer a conflict that names itself (see errors.Conflict)."""
         intent: dict[str, object] = {
             "agent": agent,
+            "head": self._head,
             "paths": {x.path.rel: x.digest for x in landings},
             "record": [x.path.rel for x in landings if x.record or x.forget],
         }
-        with contextlib.suppress(OSError):  # no xattrs here: start-up recovery covers it
-            os.setxattr(self._lock_fd, PENDING, json.dumps(intent).encode())
+        if self.history is not None:
+            with contextlib.suppress(OSError):  # no xattrs: start-up recovery covers it
+                os.setxattr(self._lock_fd, PENDING, json.dumps(intent).encode())
         try:
             for landing in landings:
                 name = landing.path.parts[-1]
@@ -160,11 +186,11 @@ class Store:
             try:
                 commit = self.history.commit(
                     [Change(x.path.rel, x.blob) for x in landings], author=agent,
-                    email=email, message=message)
+                    email=email, message=message, parent=self._head)
             except HistoryError as error:
                 log.error("%s (the change stands; it is recorded at the next start)", error)
                 return None
-        self._clear_intent()
+            self._head = commit  # finished: the intent names the head it started from
         return commit
 
     def blob(self, data: bytes) -> pygit2.Oid | None:
@@ -214,7 +240,9 @@ class Store:
             self.history.verify()
         except HistoryError as error:
             self._restore_history(error)
-        return self._recover_history(None, why="the files differed from the history at start")
+        changed = self._recover_history(None, why="the files differed from the history at start")
+        self._head = self._head_now()
+        return changed
 
     def _restore_history(self, error: HistoryError) -> None:
         assert self.history is not None

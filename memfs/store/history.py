@@ -24,7 +24,9 @@ durable. A kill of the daemon loses nothing (the kernel has the writes); after a
 loss, commits of the last second may be gone or damaged: the repository falls back to
 the durable head and `recover` records what differs as one ``recover:`` commit.
 
-Loose objects are packed by `pack` (the daemon calls it from time to time in a worker
+Objects are written by memfs/store/gitobjects.py (one create per object) and the ref is
+rewritten in place: a few file operations per commit, which matters on a network file
+system. Loose objects are packed by `pack` (the daemon calls it from time to time in a worker
 thread, outside the store lock: packed objects are immutable, so writers go on).
 """
 
@@ -44,6 +46,7 @@ from pathlib import Path
 import pygit2
 
 from memfs.store.errors import InvalidInput, MemfsError, NotFound
+from memfs.store.gitobjects import write_ref, writer_repository
 
 log = logging.getLogger("memfs.history")
 
@@ -142,6 +145,10 @@ class StoreHistory:
         self._written = 0  # objects written since the last pack (approximate)
         self._dirty = False  # commits made since the last sync
         self._durable_file = path.with_suffix(".durable")
+        # The writing Repository goes through a Python object database backend
+        # (gitobjects.LooseWriter): libgit2 calling back into Python from several
+        # threads at once deadlocks, so its users take turns.
+        self._writing = threading.RLock()
         try:
             self._repo = self._open()
         except HistoryError as error:
@@ -157,12 +164,10 @@ class StoreHistory:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             repo = pygit2.init_repository(str(self.path), bare=True, initial_head="main")
             repo.config["core.logAllRefUpdates"] = False
-            return repo
         try:
-            repo = pygit2.Repository(str(self.path))
-            if not repo.is_bare:
+            if not pygit2.Repository(str(self.path)).is_bare:
                 raise HistoryError(f"{self.path} is not a bare repository")
-            return repo
+            return writer_repository(str(self.path))
         except (pygit2.GitError, KeyError, ValueError) as error:
             raise HistoryError(f"cannot open {self.path}: {error}") from error
 
@@ -188,11 +193,14 @@ class StoreHistory:
     def blob(self, data: bytes) -> pygit2.Oid:
         """Store ``data`` as a blob (content-addressed: safe outside the lock)."""
         self._written += 1
-        return self._repo.create_blob(data)
+        with self._writing:
+            return self._repo.create_blob(data)
 
     def head(self, repo: pygit2.Repository | None = None) -> pygit2.Commit | None:
         """``main``'s commit read from disk now (another daemon may have moved it)."""
-        repo = repo or self._repo
+        if repo is None:
+            with self._writing:
+                return self.head(self._repo)
         ref = repo.references.get(REF)
         if ref is None:
             return None
@@ -200,16 +208,28 @@ class StoreHistory:
         assert isinstance(commit, pygit2.Commit)
         return commit
 
-    def commit(self, changes: Iterable[Change], *, author: str, email: str, message: str,
-               when: float | None = None) -> str:
-        """One commit on ``main`` applying ``changes`` to its tree; returns its id.
-        Raises HistoryError when the repository cannot be written."""
+    def head_id(self) -> str | None:
+        """The id ``main`` points at now (None before the first commit); raises
+        HistoryError when the ref cannot be read."""
         try:
-            # A ref lock file can only be left by a daemon killed while updating the
-            # ref: every memfs writer holds the store lock, which the caller holds now.
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path / f"{REF}.lock")
-            head = self.head()
+            ref = self._repo.references.get(REF)
+        except (pygit2.GitError, ValueError) as error:
+            raise HistoryError(f"cannot read main of {self.store}: {error}") from error
+        return None if ref is None else str(ref.target)
+
+    def commit(self, changes: Iterable[Change], *, author: str, email: str, message: str,
+               when: float | None = None, parent: str | None = None) -> str:
+        """One commit on ``main`` applying ``changes`` to its tree; returns its id.
+        ``parent``: ``main``'s head as the caller just read it (read again if None).
+        Raises HistoryError when the repository cannot be written."""
+        with self._writing:
+            return self._commit(changes, author, email, message, when, parent)
+
+    def _commit(self, changes: Iterable[Change], author: str, email: str, message: str,
+                when: float | None, parent: str | None) -> str:
+        try:
+            head = self.head() if parent is None else self._repo[parent]
+            assert head is None or isinstance(head, pygit2.Commit)
             tree = self._updated(head.tree if head else None,
                                  {tuple(c.rel.split("/")): c.blob for c in changes})
             if tree is None:
@@ -219,7 +239,7 @@ class StoreHistory:
             committer = pygit2.Signature(*COMMITTER, at, 0)
             oid = self._repo.create_commit(None, signature, committer, message, tree,
                                            [head.id] if head else [])
-            self._repo.references.create(REF, oid, force=True)
+            write_ref(str(self.path), REF, str(oid))
         except (pygit2.GitError, OSError, KeyError) as error:
             raise HistoryError(f"cannot commit to the history of {self.store}: {error}") \
                 from error
@@ -256,6 +276,10 @@ class StoreHistory:
 
     def files(self) -> dict[str, str]:
         """rel -> blob id of every file in ``main``'s tree."""
+        with self._writing:
+            return self._files()
+
+    def _files(self) -> dict[str, str]:
         head = self.head()
         found: dict[str, str] = {}
         if head is None:
@@ -345,7 +369,7 @@ class StoreHistory:
 
     def reset_to(self, rev: str) -> None:
         """Point ``main`` at ``rev`` (after damage; the caller then recovers)."""
-        self._repo.references.create(REF, pygit2.Oid(hex=rev), force=True)
+        write_ref(str(self.path), REF, str(pygit2.Oid(hex=rev)))
 
     def needs_pack(self) -> bool:
         return self._written >= PACK_AFTER

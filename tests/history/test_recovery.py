@@ -95,14 +95,15 @@ def test_a_commit_cut_short_is_finished_with_the_writers_record() -> None:
     versions.stamp(fd, digest, "alice", 0.0)
     os.close(fd)
     lock = root / "state" / "locks" / "notes.lock"
+    head = str(commits(root, "notes")[0].id)  # the landing started from this head
     os.setxattr(lock, "user.memfs.pending", json.dumps(
-        {"agent": "alice", "paths": {"cut.md": digest}, "record": ["cut.md"]}).encode())
+        {"agent": "alice", "head": head, "paths": {"cut.md": digest},
+         "record": ["cut.md"]}).encode())
     os.rename(staged, target)
     with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
         alice.write("notes/cut.md", "v2 based on v1\n")  # no conflict: her record was set
         log = alice.log("notes/cut.md")
         assert [e["op"] for e in log[:2]] == ["write", "recover"]
-    assert "user.memfs.pending" not in os.listxattr(lock)
     assert tree_files(commits(root, "notes")[0]) == store_files(root, "notes")
 
 

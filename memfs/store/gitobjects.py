@@ -1,0 +1,149 @@
+"""Writing git objects with few file operations (the history's object writer).
+
+libgit2's loose-object backend writes each object as a temporary file that it links
+into place and unlinks, first checking every backend for the object (the pack backend
+lists ``objects/pack`` on every miss) and touching existing copies: about 90 file
+system calls per commit. On a local disk that is ~1 ms; on a network file system each
+call is a round trip (a commit took ~0.6 s on GlusterFS). `LooseWriter` is an object
+database backend that receives the object libgit2 has already hashed and serialised,
+and writes it in git's loose format under its final name in one create; whether an
+object exists is one ``stat``. Reads go to libgit2's own loose and pack backends.
+
+Why a final name at once is safe: an object is only ever looked up through a commit
+that names it, and ``main`` moves to a commit after all its objects are written. A
+crash can leave a truncated object file, unreachable from every durable head (see
+`StoreHistory.sync`); a later write of the same object reads what it finds and, unless
+it is exactly that object, replaces it atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import zlib
+
+import pygit2
+
+_KIND = pygit2.enums.ObjectType
+TYPES: dict[int, bytes] = {_KIND.COMMIT: b"commit", _KIND.TREE: b"tree", _KIND.BLOB: b"blob",
+                           _KIND.TAG: b"tag"}
+LEVEL = 1  # zlib level: objects are small, and packing recompresses them
+
+
+class LooseWriter(pygit2.OdbBackend):
+    """Writes loose objects under ``objects``; reads through ``reader`` (an Odb with
+    libgit2's loose and pack backends)."""
+
+    def __init__(self, objects: str, reader: pygit2.Odb) -> None:
+        super().__init__()
+        self._objects = objects
+        self._reader = reader
+
+    def _path(self, oid: pygit2.Oid) -> str:
+        text = str(oid)
+        return f"{self._objects}/{text[:2]}/{text[2:]}"
+
+    def write_cb(self, oid: pygit2.Oid, data: bytes, kind: int) -> None:
+        path = self._path(oid)
+        raw = TYPES[kind] + b" %d\0" % len(data) + data
+        body = zlib.compress(raw, LEVEL)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(os.path.dirname(path), 0o755)
+            return self.write_cb(oid, data, kind)
+        except FileExistsError:
+            if _holds(path, raw):
+                return None  # written before (the same content is the same object)
+            _replace(path, body)  # a crash's truncated leftover: written again, atomically
+            return None
+        try:
+            _write_all(fd, body)
+        finally:
+            os.close(fd)
+        return None
+
+    def exists_cb(self, oid: pygit2.Oid) -> bool:
+        # Never "yes": libgit2 skips writing an object that exists, and a file a crash
+        # cut short must be written again; write_cb checks what it finds instead.
+        return False
+
+    def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
+        return self._reader.read(oid)
+
+    def read_header_cb(self, oid: pygit2.Oid) -> tuple[int, int]:
+        return self._reader.read_header(oid)
+
+    def read_prefix_cb(self, oid: pygit2.Oid) -> tuple[int, bytes, pygit2.Oid]:
+        raise KeyError(oid)  # the writer never looks objects up by abbreviation
+
+    def exists_prefix_cb(self, oid: pygit2.Oid) -> pygit2.Oid:
+        raise KeyError(oid)
+
+    def refresh_cb(self) -> None:
+        return None
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(())
+
+
+def _write_all(fd: int, body: bytes) -> None:
+    view = memoryview(body)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _holds(path: str, raw: bytes) -> bool:
+    """True if the loose object file at ``path`` holds exactly ``raw``."""
+    try:
+        with open(path, "rb") as handle:
+            return zlib.decompress(handle.read()) == raw
+    except (OSError, zlib.error):
+        return False
+
+
+def _replace(path: str, body: bytes) -> None:
+    temporary = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
+    try:
+        _write_all(fd, body)
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+
+
+def writer_repository(path: str) -> pygit2.Repository:
+    """A Repository of the bare repository at ``path`` whose writes go through
+    `LooseWriter` (for the history's commits); its reads use libgit2's backends."""
+    objects = os.path.join(path, "objects")
+    reader = pygit2.Odb()
+    reader.add_backend(pygit2.OdbBackendLoose(objects, 1, False), 1)
+    reader.add_backend(pygit2.OdbBackendPack(objects), 2)
+    odb = pygit2.Odb()
+    odb.add_backend(LooseWriter(objects, reader), 1)
+    repo = pygit2.Repository(path)
+    repo.set_odb(odb)
+    return repo
+
+
+def write_ref(repo_path: str, ref: str, oid: str) -> None:
+    """Point ``ref`` at ``oid`` by rewriting the ref file in place (one small write
+    instead of libgit2's lock file and rename); the caller holds the store lock, so no
+    other memfs writer updates it meanwhile, and readers see the old or the new id
+    (41 bytes in one write). A ref file that does not exist yet is created."""
+    path = os.path.join(repo_path, ref)
+    line = f"{oid}\n".encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        if os.pwrite(fd, line, 0) != len(line):
+            raise OSError(errno.EIO, f"short write to {path}")
+        if os.fstat(fd).st_size != len(line):
+            os.ftruncate(fd, len(line))
+    finally:
+        os.close(fd)
