@@ -115,7 +115,7 @@ class Daemon:
         self.log_path = self.socket.with_suffix(".log")
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 60.0) -> Daemon:
+    def start(self, timeout: float = 120.0) -> Daemon:
         argv = [*MEMFS, "serve", "--config", str(self.config_path)]
         if not self.mount:
             argv.append("--no-mount")

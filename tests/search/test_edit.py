@@ -120,13 +120,16 @@ def test_looping_script_hits_the_time_limit(memory: Memory, alice: Client, path:
 
 
 def test_exploding_output_hits_the_output_limit() -> None:
-    """sed's 64 MiB output cap trips, not the time limit: its own daemon has the longest
-    time limit, since producing 64 MiB takes a slow machine much longer than 2 s."""
+    """sed's 64 MiB output cap trips, not the time or CPU limit, however slow the
+    machine: its own daemon has the longest time limit (64 MiB take a slow machine far
+    more than the shared daemon's 2 s), and the first line is 1 MB long, so that sed
+    spends its CPU time on big writes, not on 6 million loop rounds (an emulated VM
+    used up the 10 s CPU limit that way)."""
     base = public_tmpdir("memfs-search-")
     daemon = Daemon(standard_config(base, jail={"timeout_seconds": 300}))
     with daemon, connect_as(UID_A, daemon.socket) as alice:
         path = "notes/explode.md"
-        alice.write(path, "alpha beta\ngamma\n")
+        alice.write(path, "alpha beta " * 100_000 + "\ngamma\n")
         before = alice.stat(path)["digest"]
         with pytest.raises(MemfsClientError) as caught:
             alice.edit(path, [":a;p;ba"])  # prints the first line forever
