@@ -7,7 +7,16 @@ from typing import Any
 
 import pytest
 
-from tests.support import CREATED_DIRS, Daemon, public_tmpdir, standard_config
+from tests.support import CREATED_DIRS, SLOWDOWN, Daemon, public_tmpdir, standard_config
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """pytest's per-test timeout (pyproject) stretched by MEMFS_TEST_SLOWDOWN."""
+    if SLOWDOWN > 1:
+        timeout = float(config.getini("timeout") or 0) * SLOWDOWN
+        for item in items:
+            if timeout and item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(timeout))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -27,6 +27,21 @@ MEMFS = [PYTHON, "-m", "memfs.cli"]
 # Numeric uids used by the tests; none needs to exist in /etc/passwd.
 UID_A, UID_B, UID_C, UID_UNKNOWN = 2001, 2002, 2003, 2999
 
+# MEMFS_TEST_SLOWDOWN (default 1): how many times slower than a developer's laptop this
+# machine may be (an emulated VM, a loaded CI runner). No test needs it to pass: stress
+# tests stop on counts, and a limit under test is set so that it trips first anyway.
+# It only stretches the budgets that bound a wait for something that normally comes
+# quickly (pytest's per-test timeout, a daemon's start), so that a very slow machine
+# gets a slow pass rather than a time-out.
+SLOWDOWN = float(os.environ.get("MEMFS_TEST_SLOWDOWN") or 1)
+if not SLOWDOWN >= 1:
+    raise ValueError(f"MEMFS_TEST_SLOWDOWN must be a number >= 1, not {SLOWDOWN}")
+
+
+def scaled(seconds: float) -> float:
+    """A wait budget of ``seconds`` on a developer's machine, stretched by SLOWDOWN."""
+    return seconds * SLOWDOWN
+
 
 def toml_value(value: Any) -> str:
     if isinstance(value, bool):
@@ -108,7 +123,7 @@ class Daemon:
         self.log_path = self.socket.with_suffix(".log")
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> Daemon:
+    def start(self, timeout: float = 120.0) -> Daemon:
         argv = [*self.wrapper, *MEMFS, "serve", "--config", str(self.config_path)]
         if not self.mount:
             argv.append("--no-mount")
@@ -116,6 +131,7 @@ class Daemon:
             argv = ["prlimit", f"--nofile={self.nofile[0]}:{self.nofile[1]}", "--", *argv]
         log = open(self.log_path, "ab")  # noqa: SIM115 - kept for the process's life
         self.proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=REPO)
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -176,7 +192,7 @@ def run_as(uid: int, argv: Sequence[str], *, input: bytes | None = None,
     full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8",
                 "HOME": "/", "PYTHONPATH": str(REPO)}
     full_env.update(env or {})
-    return subprocess.run(list(argv), input=input, capture_output=True, timeout=timeout,
+    return subprocess.run(list(argv), input=input, capture_output=True, timeout=scaled(timeout),
                           user=uid, group=uid, extra_groups=[], env=full_env, cwd=cwd)
 
 

@@ -1,11 +1,12 @@
 """Lost-update stress: agents increment one counter by read-modify-write through the
-socket, retrying on conflict. The final value must equal the number of accepted
-writes, with one daemon and with two daemons sharing one root."""
+socket, retrying on conflict, until each has had INCREMENTS writes accepted (a count,
+not a time budget: a slow machine takes longer, it does not test less). The final value
+must equal the number of accepted writes, with one daemon and with two daemons sharing
+one root."""
 
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from tests.support import Daemon, connect_as, public_tmpdir
 
 AGENTS = 6
 FIRST_UID = 2100
-SECONDS = 4.0
+INCREMENTS = 25  # accepted writes per agent
 
 
 def counter_config(base: Path, socket_name: str, mount_name: str) -> dict[str, Any]:
@@ -30,9 +31,8 @@ def counter_config(base: Path, socket_name: str, mount_name: str) -> dict[str, A
     }
 
 
-def increment_until(client: Client, deadline: float, tally: list[int], conflicts: list[int],
-                    index: int) -> None:
-    while time.monotonic() < deadline:
+def increment(client: Client, tally: list[int], conflicts: list[int], index: int) -> None:
+    while tally[index] < INCREMENTS:
         value = int(client.read("notes/counter")["text"])
         try:
             client.write("notes/counter", f"{value + 1}\n")
@@ -52,16 +52,14 @@ def test_no_lost_update(daemons: int) -> None:
         clients = [connect_as(FIRST_UID + i, running[i % daemons].socket) for i in range(AGENTS)]
         clients[0].write("notes/counter", "0\n")
         tally, conflicts = [0] * AGENTS, [0] * AGENTS
-        deadline = time.monotonic() + SECONDS
-        threads = [threading.Thread(target=increment_until,
-                                    args=(clients[i], deadline, tally, conflicts, i))
+        threads = [threading.Thread(target=increment, args=(clients[i], tally, conflicts, i))
                    for i in range(AGENTS)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         final = int(clients[0].read("notes/counter")["text"])
-        assert sum(tally) > 50, "the storm made too little progress to mean anything"
+        assert sum(tally) == AGENTS * INCREMENTS
         assert sum(conflicts) > 0, "no interleaving happened; the test proved nothing"
         assert final == sum(tally), f"lost updates: counter {final}, accepted {sum(tally)}"
         for client in clients:

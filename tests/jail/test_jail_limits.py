@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from jail import Jail, JailLimit, JailSettings
+from tests.support import scaled
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +23,18 @@ def big_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"big": store}
 
 
-def test_huge_output_is_truncated(quick_jail: Jail, big_store: dict[str, Path]) -> None:
-    limit = quick_jail.settings.output_limit_bytes
-    started = time.monotonic()
-    result = quick_jail.search(big_store, ["match"])
-    assert time.monotonic() - started < 3
+@pytest.fixture(scope="module")
+def capped_jail(make_settings: Callable[..., JailSettings]) -> Iterator[Jail]:
+    """A tight output cap under roomy time limits: the cap is what stops rg, however
+    slow the machine."""
+    with Jail.start(make_settings(output_limit_bytes=4096, timeout_seconds=240,
+                                  cpu_seconds=240)) as started:
+        yield started
+
+
+def test_huge_output_is_truncated(capped_jail: Jail, big_store: dict[str, Path]) -> None:
+    limit = capped_jail.settings.output_limit_bytes
+    result = capped_jail.search(big_store, ["match"])
     assert result.truncated
     assert result.exit_code == 0
     body, _, note = result.output.rstrip(b"\n").rpartition(b"\n")
@@ -47,7 +55,7 @@ def test_slow_search_hits_the_timeout(quick_jail: Jail, big_store: dict[str, Pat
     huge = ["--regex-size-limit", "1G", "--dfa-size-limit", "1G", r"(\w|aa|.){500}{500}"]
     with pytest.raises(JailLimit):
         quick_jail.search(big_store, huge)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < quick_jail.settings.timeout_seconds + scaled(3.5)
 
 
 def test_concurrent_calls(jail: Jail, stores: dict[str, Path]) -> None:
@@ -63,12 +71,16 @@ def test_concurrent_calls(jail: Jail, stores: dict[str, Path]) -> None:
 
 
 def test_memory_limit(make_settings: Callable[..., JailSettings], tmp_path: Path) -> None:
+    """The memory limit trips, not the time or CPU limit, however slow the machine:
+    those are far above what reaching 64 MiB takes (a fraction of a second here), and the
+    input has long lines so that sed's per-line work stays small."""
     store = tmp_path / "s"
     store.mkdir()
     (store / "f.txt").write_text("aaaa\n")
-    with Jail.start(make_settings(memory_bytes=64 << 20)) as small:
+    roomy = make_settings(memory_bytes=64 << 20, timeout_seconds=240, cpu_seconds=240)
+    with Jail.start(roomy) as small:
         with pytest.raises(JailLimit, match="memory"):
-            small.sed(["H;$!d;x;s/a/bb/g"], b"aaaaaaaa\n" * 4_000_000)
+            small.sed(["H;$!d;x;s/a/bb/g"], (b"a" * 999 + b"\n") * 36_000)
         huge = ["--regex-size-limit", "1G", "--dfa-size-limit", "1G", r"(\w|aa|.){500}{500}"]
         with pytest.raises(JailLimit, match="memory"):
             small.search({"s": store}, huge)

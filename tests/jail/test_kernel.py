@@ -359,11 +359,21 @@ LANDLOCK_ROWS = {
 }
 
 
+# What each Landlock ABI added that the rows above need (and the first Linux with it).
+LANDLOCK_FEATURES = {
+    1: "filesystem access rules, Linux 5.13",
+    3: "LANDLOCK_ACCESS_FS_TRUNCATE, Linux 6.2",
+    4: "TCP bind/connect rules, Linux 6.7",
+    6: "LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET and LANDLOCK_SCOPE_SIGNAL, Linux 6.12",
+}
+
+
 @pytest.mark.parametrize("name", list(LANDLOCK_ROWS))
 def test_landlock_alone(name: str, ctx: Ctx, listeners: tuple[int, str]) -> None:
     action, expected, min_abi = LANDLOCK_ROWS[name]
     if min_abi > ABI:
-        pytest.skip(f"Landlock ABI {ABI} < {min_abi}: the kernel lacks this restriction")
+        pytest.skip(f"{name}: needs Landlock ABI {min_abi} ({LANDLOCK_FEATURES[min_abi]}); "
+                    f"this kernel has Landlock ABI {ABI}")
     port, abstract = listeners
     got = _landlock_only(ctx, lambda: action(ctx, port, abstract))
     assert got == expected, f"{name}: got {errno.errorcode.get(got, got)}"

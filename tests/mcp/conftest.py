@@ -19,7 +19,7 @@ from mcp import Client as McpClient
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult, TextContent
 
-from tests.support import MEMFS, REPO, public_tmpdir
+from tests.support import MEMFS, REPO, public_tmpdir, scaled
 
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 
@@ -44,7 +44,7 @@ async def mcp_session(socket: str | os.PathLike[str], *, uid: int | None = None,
                       ) -> AsyncIterator[McpClient]:
     """An SDK client connected over stdio to a fresh ``memfs mcp`` subprocess."""
     params = server_params(socket, uid=uid, as_agent=as_agent, extra=extra)
-    async with McpClient(params, read_timeout_seconds=30) as client:
+    async with McpClient(params, read_timeout_seconds=scaled(60)) as client:
         yield client
 
 

@@ -16,7 +16,7 @@ from mcp import Client as McpClient
 from mcp_types import CallToolResult
 
 from tests.mcp.conftest import call_error, call_ok, mcp_session, text_of
-from tests.support import MEMFS, REPO, UID_A, Daemon, connect_as
+from tests.support import MEMFS, REPO, UID_A, Daemon, connect_as, scaled
 
 BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     # (tool, arguments, a fragment the error text must contain)
@@ -138,7 +138,7 @@ async def test_streamable_http(daemon: Daemon) -> None:
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + scaled(60)
         while True:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             try:
@@ -155,7 +155,7 @@ async def test_streamable_http(daemon: Daemon) -> None:
             assert denied.startswith("Permission denied")
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=scaled(30))
 
 
 @pytest.mark.parametrize("address", ["0.0.0.0:8080", "192.168.1.1:80", "example.com:80",
