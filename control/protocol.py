@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from control.protocol_memory import MEMORY_OPS, MEMORY_REQUESTS
+from control.protocol_tokens import TOKEN_OPS, TOKEN_REQUESTS
 
 # Error codes, each mapped to a CLI exit code by the client.
 ERROR_CODES = ("conflict", "lease_held", "lease_lost", "permission_denied", "not_found",
@@ -171,12 +172,12 @@ class RestoreRequest(_Request):
 Request = Annotated[
     ListRequest | ReadRequest | StatRequest | WriteRequest | DeleteRequest | SearchRequest
     | WhoamiRequest | LogRequest | ShowRequest | DiffRequest | RestoreRequest
-    | MEMORY_REQUESTS,
+    | MEMORY_REQUESTS | TOKEN_REQUESTS,
     Field(discriminator="op"),
 ]
 _REQUEST = TypeAdapter(Request)
 OPS = ("list", "read", "stat", "write", "delete", "search", "whoami", "log", "show", "diff",
-       "restore", *MEMORY_OPS)
+       "restore", *MEMORY_OPS, *TOKEN_OPS)
 
 
 def decode_request(line: bytes) -> Request:
