@@ -1,6 +1,8 @@
-"""The daemon's composition root: one function assembles engine, jail, mount and
-control socket in one nursery, and turns SIGINT/SIGTERM into a clean shutdown
-(the mount is unmounted, the socket removed, the jail launcher stopped)."""
+"""The daemon's composition root: one function assembles engine, jail, mount,
+control socket and (with ``[http]``) the HTTP listener in one nursery, tells systemd
+when all are up (``READY=1``), and turns SIGINT/SIGTERM into a clean shutdown
+(``STOPPING=1``; HTTP requests in flight finish, the mount is unmounted, the socket
+removed, the jail launcher stopped)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from control.server import ControlServer, SocketInUse, max_line_bytes, open_list
 from jail import Jail, JailError, JailSettings
 from memfs.config import Config, ConfigError, load_config
 from memfs.memory.model import Memory
+from memfs.sdnotify import notify
 from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
 
@@ -72,10 +75,23 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
     engine = Engine(config)
     jail = None
     listener = None
+    dispatcher: Dispatcher | None = None
+    metrics = None
     try:
         jail = await trio.to_thread.run_sync(start_jail, config)
         memory = Memory(engine)
-        dispatcher = Dispatcher(engine, jail, memory)
+        max_line = max_line_bytes(config.max_file_size)
+        if config.http is not None:
+            from control.metrics import MeasuredControlServer, MeasuredDispatcher, Metrics
+
+            metrics = Metrics()
+            dispatcher = MeasuredDispatcher(engine, jail, memory, metrics=metrics)
+            server: ControlServer = MeasuredControlServer(dispatcher, max_line, metrics=metrics)
+            engine.observe_commits(metrics.commit_seconds.observe)
+            jail.observer = metrics.jail_run
+        else:
+            dispatcher = Dispatcher(engine, jail, memory)
+            server = ControlServer(dispatcher, max_line)
         await trio.to_thread.run_sync(engine.recover)
         await trio.to_thread.run_sync(memory.repair)
         await sweep_seen_records(engine, first=True)
@@ -87,25 +103,62 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
                 await nursery.start(serve_mount, engine, config.mount)
             nursery.start_soon(sweep_seen_records, engine)
             nursery.start_soon(maintain_history, engine)
-            server = ControlServer(dispatcher, max_line_bytes(config.max_file_size))
             await nursery.start(server.serve, listener)
+            http_stop = http_stopped = None
             where = f"mount {config.mount}, " if mount else ""
+            if config.http is not None:
+                from control.http_app import build_app, serve_http
+
+                http_stop, http_stopped = trio.Event(), trio.Event()
+                app = build_app(dispatcher, config.http, metrics)
+                urls = await nursery.start(functools.partial(
+                    serve_http, app, config.http, stop=http_stop, stopped=http_stopped))
+                log.info("http: listening on %s", ", ".join(urls))
+                where += f"http {', '.join(urls)}, "
+                nursery.start_soon(flush_token_usage, dispatcher)
             log.info("serving: %ssocket %s, root %s", where, config.socket, config.root)
+            notify(f"READY=1\nSTATUS=serving: {where}socket {config.socket}")
             if banner:
                 print(banner, file=sys.stderr, flush=True)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     log.info("%s received: shutting down", signal.Signals(signum).name)
+                    notify("STOPPING=1")
+                    if http_stop is not None and http_stopped is not None:
+                        http_stop.set()  # requests in flight finish first (bounded)
+                        with trio.move_on_after(HTTP_STOP_SECONDS):
+                            await http_stopped.wait()
                     nursery.cancel_scope.cancel()
                     break
     finally:
         try:
             if listener is not None:  # ours to remove; never another daemon's socket
                 config.socket.unlink(missing_ok=True)
+            if config.http is not None and dispatcher is not None:
+                _flush_tokens(dispatcher)
         finally:
             if jail is not None:
                 jail.close()
             engine.close()
+
+
+HTTP_STOP_SECONDS = 10.0
+TOKEN_FLUSH_INTERVAL = 60.0
+
+
+def _flush_tokens(dispatcher: Dispatcher) -> None:
+    try:
+        dispatcher.tokens.flush_usage()
+    except Exception as error:  # the last-use times are a convenience, never fatal
+        log.warning("writing token last-use times failed: %s", error)
+
+
+async def flush_token_usage(dispatcher: Dispatcher) -> None:
+    """Write the tokens' last-use times once a minute, in a worker thread (so using a
+    token never writes to disk itself)."""
+    while True:
+        await trio.sleep(TOKEN_FLUSH_INTERVAL)
+        await trio.to_thread.run_sync(_flush_tokens, dispatcher)
 
 
 SWEEP_INTERVAL = 6 * 3600.0

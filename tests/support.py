@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,12 +48,14 @@ def dump_toml(config: Mapping[str, Any]) -> str:
     lines = [f"{k} = {toml_value(v)}" for k, v in config.items() if not isinstance(v, Mapping)]
     for key, table in config.items():
         if isinstance(table, Mapping):
+            plain = [f"{name} = {toml_value(body)}" for name, body in table.items()
+                     if not isinstance(body, Mapping)]
+            if plain:
+                lines += [f"\n[{key}]", *plain]
             for name, body in table.items():
                 if isinstance(body, Mapping):
                     lines.append(f'\n[{key}."{name}"]')
                     lines += [f"{k} = {toml_value(v)}" for k, v in body.items()]
-                else:
-                    lines.append(f"\n[{key}]\n{name} = {toml_value(body)}")
     return "\n".join(lines) + "\n"
 
 
@@ -99,11 +102,13 @@ class Daemon:
         self.config_path.write_text(dump_toml(self.config))
         self.log_path = self.socket.with_suffix(".log")
         self.proc: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
 
     def start(self, timeout: float = 30.0) -> Daemon:
         argv = [*MEMFS, "serve", "--config", str(self.config_path)]
         if not self.mount:
             argv.append("--no-mount")
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115 - kept for the process's life
         self.proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=REPO)
         deadline = time.monotonic() + timeout
@@ -118,12 +123,36 @@ class Daemon:
     def _ready(self) -> bool:
         if self.mount and not os.path.ismount(self.mountpoint):
             return False
+        if "http" in self.config and self._http_url() is None:
+            return False
         try:
             with Client(str(self.socket)) as client:
                 client.call("whoami")
         except Exception as error:
             return "not mapped" in str(error)  # root is a delegate, not an agent: still up
         return True
+
+    def _http_url(self) -> str | None:
+        if not self.log_path.exists():
+            return None
+        this_start = self.log_path.read_bytes()[self._log_start:].decode(errors="replace")
+        found = re.findall(r"http: listening on (\S+)", this_start)
+        return found[-1].rstrip(",") if found else None
+
+    @property
+    def http_url(self) -> str:
+        """The base URL of the HTTP listener of this start (``[http]`` configured;
+        ``listen`` may use port 0: the daemon logs the port it bound)."""
+        url = self._http_url()
+        assert url is not None, "no HTTP listener"
+        return url
+
+    def token(self, agent: str, *args: str) -> str:
+        """A new bearer token for ``agent`` (``memfs token create`` as root)."""
+        done = subprocess.run([*MEMFS, "--socket", str(self.socket), "token", "create", agent,
+                               *args], capture_output=True, cwd=REPO, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.decode().strip()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
