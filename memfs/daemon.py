@@ -41,16 +41,28 @@ def rg_binary() -> Path:
 BUILD_SED_JAIL = Path(__file__).resolve().parent.parent / "scripts" / "build-sed-jail"
 
 
+def build_sed_jail_script() -> Path | None:
+    """scripts/build-sed-jail of this checkout, else the copy `pip install` put beside
+    the interpreter (pyproject: script-files), else one on PATH."""
+    beside = Path(sys.prefix) / "bin" / "build-sed-jail"
+    for candidate in (BUILD_SED_JAIL, beside):
+        if candidate.exists():
+            return candidate
+    found = shutil.which("build-sed-jail")
+    return None if found is None else Path(found)
+
+
 def ensure_sed_root(sed_root: Path) -> None:
     """Build the sed chroot with scripts/build-sed-jail when it is missing (the jail
     checks what it finds before every use)."""
     if (sed_root / "bin" / "sed").exists():
         return
-    if not BUILD_SED_JAIL.exists():
+    script = build_sed_jail_script()
+    if script is None:
         raise MemfsError(f"the sed jail {sed_root} is missing; build it with "
                          "scripts/build-sed-jail")
     log.info("building the sed jail in %s", sed_root)
-    done = subprocess.run([str(BUILD_SED_JAIL), str(sed_root)], capture_output=True, text=True)
+    done = subprocess.run([str(script), str(sed_root)], capture_output=True, text=True)
     if done.returncode != 0:
         raise MemfsError(f"building the sed jail failed: {done.stderr.strip()}")
 

@@ -93,7 +93,8 @@ class Daemon:
     """A real ``memfs serve`` in a subprocess."""
 
     def __init__(self, config: Mapping[str, Any], *, mount: bool = False,
-                 config_path: Path | None = None) -> None:
+                 config_path: Path | None = None, env: Mapping[str, str] | None = None
+                 ) -> None:
         self.config = dict(config)
         self.socket = Path(self.config["socket"])
         self.mountpoint = Path(self.config.get("mount", "/memory"))
@@ -103,6 +104,7 @@ class Daemon:
         self.log_path = self.socket.with_suffix(".log")
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_start = 0
+        self.env = dict(env or {})  # added to the daemon's environment
 
     def start(self, timeout: float = 30.0) -> Daemon:
         argv = [*MEMFS, "serve", "--config", str(self.config_path)]
@@ -110,7 +112,8 @@ class Daemon:
             argv.append("--no-mount")
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115 - kept for the process's life
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=REPO)
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=REPO,
+                                     env={**os.environ, **self.env})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
