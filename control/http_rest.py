@@ -20,6 +20,7 @@ Files, as ``/v1/stores/{store}/files/{path}``:
 from __future__ import annotations
 
 import base64
+import collections
 import functools
 import mimetypes
 import re
@@ -59,6 +60,10 @@ def agent_of(request: Request) -> str:
     return agent
 
 
+INLINE_READ_LIMIT = 64 * 1024  # reads of files known to be this small skip the thread hop
+SIZES_KEPT = 4096
+
+
 class Api:
     """What every endpoint needs: the dispatcher, the limits, and `execute`."""
 
@@ -67,6 +72,8 @@ class Api:
         self.config = dispatcher.engine.config
         self.max_file = self.config.max_file_size
         self.max_json = max_line_bytes(self.max_file)
+        # path -> size at its last read or write here (an LRU): which reads are small
+        self._sizes: collections.OrderedDict[str, int] = collections.OrderedDict()
 
     def _run(self, agent: str, op: str, fields: dict[str, Any], lax: bool) -> dict[str, Any]:
         return self.dispatcher.execute(agent, build_request(op, fields, lax=lax))
@@ -75,10 +82,27 @@ class Api:
                       lax: bool = False) -> dict[str, Any]:
         """Build the ``op`` request from ``fields`` (``lax``: query-string text) and
         carry it out for the token's agent in a worker thread (never abandoned: a
-        commit that started finishes). Raises what the Dispatcher raises."""
+        commit that started finishes). Raises what the Dispatcher raises.
+
+        A read of a file last seen here at most INLINE_READ_LIMIT bytes runs on the
+        event loop instead, like the mount's opens of small files: the thread hop
+        would cost more than the read (a file that grew meanwhile is read inline
+        once, then goes back to the thread)."""
         agent = agent_of(request)
-        return await anyio.to_thread.run_sync(
-            functools.partial(self._run, agent, op, fields, lax))
+        path = fields.get("path")
+        known = self._sizes.get(path) if op == "read" and isinstance(path, str) else None
+        if known is not None and known <= INLINE_READ_LIMIT:
+            result = self._run(agent, op, fields, lax)
+        else:
+            result = await anyio.to_thread.run_sync(
+                functools.partial(self._run, agent, op, fields, lax))
+        if op in ("read", "stat", "write") and isinstance(path, str) and \
+                isinstance(result.get("size"), int):
+            self._sizes[path] = result["size"]
+            self._sizes.move_to_end(path)
+            if len(self._sizes) > SIZES_KEPT:
+                self._sizes.popitem(last=False)
+        return result
 
 
 def _file_path(request: Request) -> str:
@@ -266,7 +290,12 @@ def routes(api: Api) -> list[Route]:
 
 
 def _media_type(path: str) -> str:
-    guessed = mimetypes.guess_type(path)[0]
+    return _media_type_of(path.rpartition("/")[2].rpartition(".")[2].lower())
+
+
+@functools.lru_cache(maxsize=256)
+def _media_type_of(suffix: str) -> str:
+    guessed = mimetypes.guess_type(f"x.{suffix}")[0]
     if guessed is None:
         return "application/octet-stream"
     return f"{guessed}; charset=utf-8" if guessed.startswith("text/") else guessed
