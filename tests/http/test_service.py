@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 from pathlib import Path
 
@@ -115,7 +116,8 @@ def test_tls_listener(tmp_path: Path) -> None:
     with Daemon(config) as daemon:
         assert daemon.http_url.startswith("https://")
         token = daemon.token("alice")
-        with httpx.Client(base_url=daemon.http_url, verify=str(cert), timeout=60,
+        trusted = ssl.create_default_context(cafile=str(cert))
+        with httpx.Client(base_url=daemon.http_url, verify=trusted, timeout=60,
                           headers={"Authorization": f"Bearer {token}"}) as https:
             assert https.get("/v1/stores").json()["agent"] == "alice"
         with pytest.raises(httpx.HTTPError):  # plain HTTP is not served there
