@@ -221,10 +221,9 @@ def main_serve(*, config_path: str | None, demo: bool, mount: bool,
     banner = None
     try:
         if demo:
-            from memfs.demo import demo_banner, demo_config
+            from memfs.demo import demo_config
 
             config = demo_config(os.getuid())
-            banner = demo_banner(config)
         elif config_path:
             config = load_config(Path(config_path))
         else:
@@ -234,9 +233,10 @@ def main_serve(*, config_path: str | None, demo: bool, mount: bool,
         if socket_path:
             config = config.model_copy(update={"socket": Path(socket_path)})
         if demo:
-            from memfs.demo import seed
+            from memfs.demo import demo_banner, demo_token, seed
 
             seed(config)
+            banner = demo_banner(config, demo_token(config))
         try:
             trio.run(functools.partial(run, config, mount=mount, banner=banner))
         except BaseExceptionGroup as group:  # trio wraps a start-up error in a group
