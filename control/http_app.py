@@ -12,6 +12,7 @@ error is a problem+json answer; no request can stop the listener.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -135,6 +136,11 @@ async def serve_http(app: ASGIApp, http: HttpConfig, *, stop: trio.Event, stoppe
     hyper = HyperConfig()
     hyper.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     if http.tls_cert is not None and http.tls_key is not None:
+        try:  # a clear message now rather than hypercorn's bare errno later
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(http.tls_cert, http.tls_key)
+        except (OSError, ssl.SSLError) as error:
+            raise OSError(f"cannot load [http] tls_cert {http.tls_cert} and tls_key "
+                          f"{http.tls_key}: {error.strerror or error}") from None
         hyper.certfile = str(http.tls_cert)
         hyper.keyfile = str(http.tls_key)
     hyper.accesslog = None  # never a line per request (and never a header)

@@ -122,3 +122,25 @@ def test_tls_listener(tmp_path: Path) -> None:
             assert https.get("/v1/stores").json()["agent"] == "alice"
         with pytest.raises(httpx.HTTPError):  # plain HTTP is not served there
             httpx.get(daemon.http_url.replace("https://", "http://") + "/healthz", timeout=10)
+
+
+def test_unreadable_certificate_or_busy_port_is_refused_at_start(tmp_path: Path) -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        for http, message in (
+            ({"listen": "127.0.0.1:0", "tls_cert": str(tmp_path / "none.pem"),
+              "tls_key": str(tmp_path / "none.key")}, "cannot load [http] tls_cert"),
+            ({"listen": f"127.0.0.1:{port}"}, "Address already in use"),
+        ):
+            config = http_config("memfs-http-refuse-", **http)
+            path = Path(config["socket"]).with_suffix(".toml")
+            path.write_text(dump_toml(config))
+            done = subprocess.run([*MEMFS, "serve", "--config", str(path), "--no-mount"],
+                                  capture_output=True, text=True, cwd=REPO, timeout=120)
+            assert done.returncode == 1 and message in done.stderr, done.stderr
+            assert not Path(config["socket"]).exists()
+    finally:
+        taken.close()
