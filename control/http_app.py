@@ -130,6 +130,9 @@ async def serve_http(app: ASGIApp, http: HttpConfig, *, stop: trio.Event, stoppe
     from hypercorn.config import Config as HyperConfig
     from hypercorn.trio import serve
 
+    from control.http_coalesce import install
+
+    install()  # one write per sized response (see there)
     host, port = http.address
     server_log = logging.getLogger("memfs.http.server")
     server_log.setLevel(logging.WARNING)  # hypercorn's own "Running on ..." is ours to say
