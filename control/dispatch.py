@@ -16,7 +16,9 @@ from control import protocol as p
 from control import protocol_memory as pm
 from control.ops_history import HistoryRequests
 from control.ops_memory import MemoryRequests
+from control.ops_tokens import TokenRequests
 from control.protocol_memory import MEMORY_OPS
+from control.protocol_tokens import TOKEN_REQUESTS
 from jail import Jail
 from jail.errors import StoreNotReadable
 from memfs.memory.errors import AlreadyExists, LeaseHeld, LeaseLost
@@ -92,7 +94,7 @@ def _details(error: BaseException) -> dict[str, Any]:
     return {}
 
 
-class Dispatcher(HistoryRequests, MemoryRequests):
+class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
     def __init__(self, engine: Engine, tools: Jail | None = None,
                  memory: Memory | None = None) -> None:
         self.engine = engine
@@ -119,6 +121,8 @@ class Dispatcher(HistoryRequests, MemoryRequests):
     def handle(self, uid: int, request: p.Request) -> bytes:
         """The encoded reply to ``request`` from ``uid``; never raises."""
         try:
+            if isinstance(request, TOKEN_REQUESTS):  # delegates only, for no agent in particular
+                return p.encode_ok(request.id, self.execute_token_op(uid, request))
             agent = self.engine.agent_for(uid, request.as_agent)
             delegate = uid in self.engine.config.delegates
             return p.encode_ok(request.id, self.execute(agent, request, delegate=delegate))

@@ -2,8 +2,9 @@
 
 The MCP SDK is imported inside ``build_server``/``main_mcp`` only, so nothing else pays
 for it (the CLI imports this module only for ``memfs mcp``). The tools themselves live
-in control/mcp_tools.py; this module declares their MCP signatures and runs the
-transport: stdio by default, streamable HTTP on a loopback address with ``--http``.
+in control/mcp_tools.py; this module declares their MCP signatures and runs the stdio
+transport. MCP over streamable HTTP is served by the daemon itself, at ``/mcp`` on its
+authenticated listener (control/http_mcp.py, with the same `build_server`).
 
 Identity: the server holds one control-socket connection; the daemon identifies the
 agent from that socket's SO_PEERCRED, i.e. the uid running ``memfs mcp``, or the agent
@@ -13,7 +14,6 @@ No ``from __future__ import annotations`` here: the SDK reads the tool functions
 annotations at registration time, and they name objects imported inside build_server.
 """
 
-import ipaddress
 import logging
 import os
 import sys
@@ -44,9 +44,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("memfs.mcp")
 
 
-def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS) -> "MCPServer[Any]":
+def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
+                 local_files: bool = True) -> "MCPServer[Any]":
     """An MCPServer exposing the storage, history and memory tools, each run in a
-    worker thread."""
+    worker thread. ``local_files`` False leaves out storage_download/storage_upload
+    (whose local files would be the server's, not the client's: over HTTP)."""
     import anyio.to_thread
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, ToolAnnotations
@@ -169,6 +171,8 @@ def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS) -> "MCPSer
         (storage_history, HISTORY_DESCRIPTION, read_only, "History of memory files"),
         (storage_restore, RESTORE_DESCRIPTION, writes, "Restore an old version"),
     ):
+        if not local_files and fn in (storage_download, storage_upload):
+            continue
         server.add_tool(fn, title=title, description=description, annotations=annotations,
                         structured_output=False)
     add_memory_tools(server, tools)
@@ -195,37 +199,21 @@ def instructions_for(tools: MemoryTools) -> str:
             f"stores: {stores or 'none'}.")
 
 
-def parse_http(value: str) -> tuple[str, int]:
-    """``HOST:PORT`` on a loopback address (``[::1]:PORT`` for IPv6); raises ValueError."""
-    host, sep, port_text = value.rpartition(":")
-    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError(f"--http wants HOST:PORT, got {value!r}")
-    host = host.removeprefix("[").removesuffix("]") or "127.0.0.1"
-    if host != "localhost":
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback:
-            raise ValueError(f"--http serves on loopback addresses only (127.0.0.1, ::1, "
-                             f"localhost), not {host!r}: anyone who can connect acts as "
-                             "this agent")
-    return host, int(port_text)
+HTTP_MOVED = ("memfs mcp --http is gone: MCP over HTTP is served by the daemon at /mcp on "
+              "its [http] listener, with a bearer token from `memfs token create AGENT` "
+              "(see README, HTTP)")
 
 
 def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = None,
              local_dir: str | None = None) -> int:
-    """Run the MCP server until stdin closes (stdio) or it is interrupted (HTTP).
-    ``local_dir`` confines storage_download/storage_upload to one local directory."""
+    """Run the MCP server over stdio until stdin closes. ``local_dir`` confines
+    storage_download/storage_upload to one local directory. ``http`` (the former
+    unauthenticated listener) is refused with where MCP over HTTP went (exit 2)."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(name)s: %(levelname)s: %(message)s")
-    address = None
     if http is not None:
-        try:
-            address = parse_http(http)
-        except ValueError as error:
-            print(f"memfs mcp: {error}", file=sys.stderr)
-            return 2
+        print(HTTP_MOVED, file=sys.stderr)
+        return 2
     if local_dir is not None and not os.path.isdir(local_dir):
         print(f"memfs mcp: --local-dir {local_dir}: not a directory", file=sys.stderr)
         return 2
@@ -241,13 +229,7 @@ def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = N
             print(f"memfs mcp: {error}", file=sys.stderr)
             return 4
         server = build_server(tools, instructions)
-        if address is None:
-            server.run("stdio")
-        else:
-            host, port = address
-            print(f"memfs mcp: streamable HTTP on http://{host}:{port}/mcp; every local "
-                  "process that can connect to it acts as this agent", file=sys.stderr)
-            server.run("streamable-http", host=host, port=port)
+        server.run("stdio")
     except KeyboardInterrupt:
         pass
     finally:

@@ -29,6 +29,7 @@ from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
 from control.protocol_base import MAX_ID_CHARS, BaseRequest
 from control.protocol_memory import MEMORY_OPS, MEMORY_REQUESTS
+from control.protocol_tokens import TOKEN_OPS, TOKEN_REQUESTS
 
 # Error codes, each mapped to a CLI exit code by the client.
 # ``busy``: a limit on shared resources (connections, buffered request bytes, jailed
@@ -190,12 +191,12 @@ class RestoreRequest(_Request):
 Request = Annotated[
     ListRequest | ReadRequest | StatRequest | WriteRequest | DeleteRequest | SearchRequest
     | WhoamiRequest | LogRequest | ShowRequest | DiffRequest | RestoreRequest
-    | MEMORY_REQUESTS,
+    | MEMORY_REQUESTS | TOKEN_REQUESTS,
     Field(discriminator="op"),
 ]
 _REQUEST = TypeAdapter(Request)
 OPS = ("list", "read", "stat", "write", "delete", "search", "whoami", "log", "show", "diff",
-       "restore", *MEMORY_OPS)
+       "restore", *MEMORY_OPS, *TOKEN_OPS)
 
 
 class _Refused(ValueError):

@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -51,6 +52,8 @@ class Jail:
         self._life_lock = threading.Lock()  # (re)starting and closing the launcher
         self._closed = False
         self.restarts = 0  # launchers started after the first one
+        # called after every run with (tool, seconds, completed): the daemon's metrics
+        self.observer: Callable[[str, float, bool], None] | None = None
         # rg's own default is one thread per CPU (at most 12); ours is capped too.
         self._threads = max(1, min(settings.max_threads, len(os.sched_getaffinity(0))))
 
@@ -228,19 +231,39 @@ class Jail:
     ) -> Run:
         """Send one request to the launcher, feed stdin, collect stdout (up to ``limit``:
         past it the tool is stopped and ``over_limit`` set), stderr and the verdict.
-        Raises JailBusy, without waiting, when ``max_concurrent_runs`` are under way."""
+        Raises JailBusy, without waiting, when ``max_concurrent_runs`` are under way.
+        Timed for ``observer`` (completed False: the run raised)."""
         if self._runs is None:
-            return self._run_now(tool, argv, names, stores, stdin, limit)
+            return self._timed(tool, argv, names, stores, stdin, limit)
         if not self._runs.acquire(blocking=False):
             raise JailBusy(
                 f"{self.settings.max_concurrent_runs} searches or sed edits are running "
                 "already; retry in a moment")
         try:
-            return self._run_now(tool, argv, names, stores, stdin, limit)
+            return self._timed(tool, argv, names, stores, stdin, limit)
         finally:
             self._runs.release()
 
-    def _run_now(
+    def _timed(
+        self,
+        tool: str,
+        argv: list[str],
+        names: Sequence[str],
+        stores: Mapping[str, Path],
+        stdin: bytes | None,
+        limit: int,
+    ) -> Run:
+        start = time.monotonic()
+        completed = False
+        try:
+            run = self._run_once(tool, argv, names, stores, stdin, limit)
+            completed = True
+            return run
+        finally:
+            if self.observer is not None:
+                self.observer(tool, time.monotonic() - start, completed)
+
+    def _run_once(
         self,
         tool: str,
         argv: list[str],

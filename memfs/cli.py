@@ -202,9 +202,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="run on the embedded default: a private root with demo stores")
     serve.add_argument("--no-mount", action="store_true",
                        help="serve the control socket only, without the FUSE mount")
-    mcp = add("mcp", cmd_mcp, "run the MCP tool layer over stdio")
-    mcp.add_argument("--http", metavar="HOST:PORT",
-                     help="serve streamable HTTP on a loopback address instead of stdio")
+    mcp = add("mcp", cmd_mcp, "run the MCP tool layer over stdio (over HTTP: /mcp on the "
+              "daemon's [http] listener, with a bearer token)")
+    mcp.add_argument("--http", metavar="HOST:PORT", help=argparse.SUPPRESS)  # gone: says where
     mcp.add_argument("--local-dir", metavar="DIR",
                      help="confine storage_download/storage_upload to local files under DIR")
     ls = add("ls", cmd_ls, "list files: STORE/PATH per line (globs with **)")
@@ -236,10 +236,11 @@ def _parser() -> argparse.ArgumentParser:
     upload.add_argument("path", metavar="PATH")
     upload.add_argument("--force", action="store_true", help="skip the version check")
     add("grep", cmd_grep, "search with ripgrep: memfs grep [RG-FLAGS] PATTERN [PATH...]")
-    from memfs import cli_history, cli_memory
+    from memfs import cli_history, cli_memory, cli_tokens
 
     cli_history.register(add)
     cli_memory.register(add, common)
+    cli_tokens.register(add, common)
     return parser
 
 

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -109,6 +110,60 @@ class LimitsConfig(_Strict):
     fd_reserve: int = Field(default=512, ge=64)
 
 
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; port 0: any free port) as (host, port);
+    raises ValueError saying what is wrong."""
+    host, sep, port_text = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        raise ValueError(f"want HOST:PORT (e.g. 127.0.0.1:7800 or [::1]:7800), got {value!r}")
+    return host, int(port_text)
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and the loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+class HttpConfig(_Strict):
+    """The daemon's HTTP listener: REST under /v1, MCP at /mcp, /metrics, /healthz
+    (control/http_app.py). Identity is a bearer token (``memfs token create``)."""
+
+    listen: str = "127.0.0.1:7800"
+    # both or neither; required when ``listen`` is not a loopback address
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    # /metrics without a token (it names ops and counts, never content)
+    public_metrics: bool = False
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @model_validator(mode="after")
+    def _tls(self) -> HttpConfig:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("give both tls_cert and tls_key, or neither")
+        host, _port = parse_listen(self.listen)
+        if self.tls_cert is None and not is_loopback(host):
+            raise ValueError(
+                f"listen = {self.listen!r} is not a loopback address: serving beyond this "
+                "host needs tls_cert and tls_key, or bearer tokens would cross the network "
+                "in clear text")
+        return self
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return parse_listen(self.listen)
+
+
 class Config(_Strict):
     root: Path
     mount: Path = Path("/memory")
@@ -123,6 +178,7 @@ class Config(_Strict):
     jail: JailConfig = Field(default_factory=JailConfig)
     scans: ScansConfig = Field(default_factory=ScansConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    http: HttpConfig | None = None  # absent: no HTTP listener
 
     @field_validator("root", "mount", "socket")
     @classmethod

@@ -1,6 +1,8 @@
-"""The daemon's composition root: one function assembles engine, jail, mount and
-control socket in one nursery, and turns SIGINT/SIGTERM into a clean shutdown
-(the mount is unmounted, the socket removed, the jail launcher stopped)."""
+"""The daemon's composition root: one function assembles engine, jail, mount,
+control socket and (with ``[http]``) the HTTP listener in one nursery, tells systemd
+when all are up (``READY=1``), and turns SIGINT/SIGTERM into a clean shutdown
+(``STOPPING=1``; HTTP requests in flight finish, the mount is unmounted, the socket
+removed, the jail launcher stopped)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from jail import Jail, JailError, JailSettings
 from memfs import shared_root
 from memfs.config import Config, ConfigError, load_config
 from memfs.memory.model import Memory
+from memfs.sdnotify import notify
 from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
 
@@ -51,16 +54,28 @@ def rg_binary() -> Path:
 BUILD_SED_JAIL = Path(__file__).resolve().parent.parent / "scripts" / "build-sed-jail"
 
 
+def build_sed_jail_script() -> Path | None:
+    """scripts/build-sed-jail of this checkout, else the copy `pip install` put beside
+    the interpreter (pyproject: script-files), else one on PATH."""
+    beside = Path(sys.prefix) / "bin" / "build-sed-jail"
+    for candidate in (BUILD_SED_JAIL, beside):
+        if candidate.exists():
+            return candidate
+    found = shutil.which("build-sed-jail")
+    return None if found is None else Path(found)
+
+
 def ensure_sed_root(sed_root: Path) -> None:
     """Build the sed chroot with scripts/build-sed-jail when it is missing (the jail
     checks what it finds before every use)."""
     if (sed_root / "bin" / "sed").exists():
         return
-    if not BUILD_SED_JAIL.exists():
+    script = build_sed_jail_script()
+    if script is None:
         raise MemfsError(f"the sed jail {sed_root} is missing; build it with "
                          "scripts/build-sed-jail")
     log.info("building the sed jail in %s", sed_root)
-    done = subprocess.run([str(BUILD_SED_JAIL), str(sed_root)], capture_output=True, text=True)
+    done = subprocess.run([str(script), str(sed_root)], capture_output=True, text=True)
     if done.returncode != 0:
         raise MemfsError(f"building the sed jail failed: {done.stderr.strip()}")
 
@@ -130,10 +145,22 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
     engine = Engine(config)
     jail = None
     listener = None
+    dispatcher: Dispatcher | None = None
+    metrics = None
     try:
         jail = await trio.to_thread.run_sync(start_jail, config)
         memory = Memory(engine)
-        dispatcher = Dispatcher(engine, jail, memory)
+        if config.http is not None:
+            from control.metrics import MeasuredControlServer, MeasuredDispatcher, Metrics
+
+            metrics = Metrics()
+            dispatcher = MeasuredDispatcher(engine, jail, memory, metrics=metrics)
+            server: ControlServer = MeasuredControlServer(dispatcher, limits, metrics=metrics)
+            engine.observe_commits(metrics.commit_seconds.observe)
+            jail.observer = metrics.jail_run
+        else:
+            dispatcher = Dispatcher(engine, jail, memory)
+            server = ControlServer(dispatcher, limits)
         await trio.to_thread.run_sync(engine.recover)
         await trio.to_thread.run_sync(memory.repair)
         await sweep_seen_records(engine, first=True)
@@ -146,22 +173,40 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
                 nursery.start_soon(watch_other_daemons, engine, view.store_changed)
             nursery.start_soon(sweep_seen_records, engine)
             nursery.start_soon(maintain_history, engine)
-            server = ControlServer(dispatcher, limits)
             await nursery.start(server.serve, listener)
             nursery.start_soon(check_shared_root, config.root)
+            http_stop = http_stopped = None
             where = f"mount {config.mount}, " if mount else ""
+            if config.http is not None:
+                from control.http_app import build_app, serve_http
+
+                http_stop, http_stopped = trio.Event(), trio.Event()
+                app = build_app(dispatcher, config.http, metrics)
+                urls = await nursery.start(functools.partial(
+                    serve_http, app, config.http, stop=http_stop, stopped=http_stopped))
+                log.info("http: listening on %s", ", ".join(urls))
+                where += f"http {', '.join(urls)}, "
+                nursery.start_soon(flush_token_usage, dispatcher)
             log.info("serving: %ssocket %s, root %s", where, config.socket, config.root)
+            notify(f"READY=1\nSTATUS=serving: {where}socket {config.socket}")
             if banner:
                 print(banner, file=sys.stderr, flush=True)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     log.info("%s received: shutting down", signal.Signals(signum).name)
+                    notify("STOPPING=1")
+                    if http_stop is not None and http_stopped is not None:
+                        http_stop.set()  # requests in flight finish first (bounded)
+                        with trio.move_on_after(HTTP_STOP_SECONDS):
+                            await http_stopped.wait()
                     nursery.cancel_scope.cancel()
                     break
     finally:
         try:
             if listener is not None:  # ours to remove; never another daemon's socket
                 config.socket.unlink(missing_ok=True)
+            if config.http is not None and dispatcher is not None:
+                _flush_tokens(dispatcher)
         finally:
             if jail is not None:
                 jail.close()
@@ -200,6 +245,25 @@ async def watch_other_daemons(engine: Engine, store_changed: Callable[[str], Non
         for store in sorted(changed | again):
             await trio.to_thread.run_sync(store_changed, store)
         again = changed
+
+
+HTTP_STOP_SECONDS = 10.0
+TOKEN_FLUSH_INTERVAL = 60.0
+
+
+def _flush_tokens(dispatcher: Dispatcher) -> None:
+    try:
+        dispatcher.tokens.flush_usage()
+    except Exception as error:  # the last-use times are a convenience, never fatal
+        log.warning("writing token last-use times failed: %s", error)
+
+
+async def flush_token_usage(dispatcher: Dispatcher) -> None:
+    """Write the tokens' last-use times once a minute, in a worker thread (so using a
+    token never writes to disk itself)."""
+    while True:
+        await trio.sleep(TOKEN_FLUSH_INTERVAL)
+        await trio.to_thread.run_sync(_flush_tokens, dispatcher)
 
 
 SWEEP_INTERVAL = 6 * 3600.0
@@ -250,10 +314,9 @@ def main_serve(*, config_path: str | None, demo: bool, mount: bool,
     banner = None
     try:
         if demo:
-            from memfs.demo import demo_banner, demo_config
+            from memfs.demo import demo_config
 
             config = demo_config(os.getuid())
-            banner = demo_banner(config)
         elif config_path:
             config = load_config(Path(config_path))
         else:
@@ -263,9 +326,10 @@ def main_serve(*, config_path: str | None, demo: bool, mount: bool,
         if socket_path:
             config = config.model_copy(update={"socket": Path(socket_path)})
         if demo:
-            from memfs.demo import seed
+            from memfs.demo import demo_banner, demo_token, seed
 
             seed(config)
+            banner = demo_banner(config, demo_token(config))
         try:
             trio.run(functools.partial(run, config, mount=mount, banner=banner))
         except BaseExceptionGroup as group:  # trio wraps a start-up error in a group

@@ -1,6 +1,7 @@
 """The embedded default behind ``memfs serve --demo``: a private root with two demo
 stores and a few notes, a structured store ``team`` with a task and a decision, the
-invoking uid mapped to agent ``demo``."""
+invoking uid mapped to agent ``demo``, and the HTTP listener on 127.0.0.1:7800 with a
+fresh bearer token for ``demo`` printed in the banner."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from memfs.config import Config, parse_config
 from memfs.memory.model import Memory
 from memfs.store.engine import Engine
 from memfs.store.paths import parse_path
+from memfs.tokens import Tokens
 
 DEMO_ROOT = Path("/var/lib/memfs-demo")
 REVIEWER_UID = 61002  # a second agent, for trying conflicts with --as reviewer
+DEMO_LISTEN = "127.0.0.1:7800"
+DEMO_TOKEN_LABEL = "demo banner"
 
 NOTES = {
     "oncall-notes/README.md": (
@@ -48,6 +52,7 @@ def demo_config(uid: int) -> Config:
             "delegates": [uid],
             "stores": {"oncall-notes": {}, "payments": {}, "team": {"structured": True}},
             "agents": agents,
+            "http": {"listen": DEMO_LISTEN},
         },
         source="demo config",
     )
@@ -75,7 +80,25 @@ def seed(config: Config) -> None:
         engine.close()
 
 
-def demo_banner(config: Config) -> str:
+def demo_token(config: Config) -> str:
+    """A new token for agent ``demo``; the one the previous start printed is revoked
+    (only the hashes are kept, so it cannot be shown again)."""
+    tokens = Tokens(config.root / "state")
+    for record in tokens.list():
+        if record.label == DEMO_TOKEN_LABEL and record.revoked is None:
+            tokens.revoke(record.id)
+    token, _record = tokens.create("demo", DEMO_TOKEN_LABEL)
+    return token
+
+
+def demo_banner(config: Config, token: str | None = None) -> str:
+    url = f"http://{DEMO_LISTEN}"
+    http = "" if token is None else f"""
+HTTP API (REST under /v1, MCP at /mcp, /metrics) on {url}, as agent "demo":
+  export MEMFS_TOKEN={token}
+  curl -H "Authorization: Bearer $MEMFS_TOKEN" {url}/v1/stores
+  curl -i -H "Authorization: Bearer $MEMFS_TOKEN" {url}/v1/stores/oncall-notes/files/README.md
+"""
     return f"""
 memfs demo is running (agent "demo" = uid {config.agents['demo'].uid}); root {config.root}
 In another terminal:
@@ -89,5 +112,5 @@ In another terminal:
   memfs --as reviewer cat oncall-notes/README.md
   memfs brief                      # sessions, tasks, decisions of the store "team"
   memfs log oncall-notes -n 5      # every change is a git commit
-Stop with Ctrl-C (unmounts cleanly).
+{http}Stop with Ctrl-C (unmounts cleanly).
 """

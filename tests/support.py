@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -108,10 +109,11 @@ class Daemon:
 
     def __init__(self, config: Mapping[str, Any], *, mount: bool = False,
                  config_path: Path | None = None, nofile: tuple[int, int] | None = None,
-                 wrapper: Sequence[str] = ()) -> None:
+                 wrapper: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
         """``nofile``: start the daemon with this (soft, hard) RLIMIT_NOFILE.
         ``wrapper``: argv run in front of ``memfs serve`` (e.g. nsenter into a network
-        namespace); it must exec the daemon so that its pid is the daemon's."""
+        namespace); it must exec the daemon so that its pid is the daemon's.
+        ``env``: added to the daemon's environment."""
         self.config = dict(config)
         self.nofile = nofile
         self.wrapper = list(wrapper)
@@ -122,6 +124,8 @@ class Daemon:
         self.config_path.write_text(dump_toml(self.config))
         self.log_path = self.socket.with_suffix(".log")
         self.proc: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
+        self.env = dict(env or {})  # added to the daemon's environment
 
     def start(self, timeout: float = 120.0) -> Daemon:
         argv = [*self.wrapper, *MEMFS, "serve", "--config", str(self.config_path)]
@@ -129,8 +133,10 @@ class Daemon:
             argv.append("--no-mount")
         if self.nofile is not None:  # prlimit execs the daemon: same pid
             argv = ["prlimit", f"--nofile={self.nofile[0]}:{self.nofile[1]}", "--", *argv]
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115 - kept for the process's life
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=REPO)
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=REPO,
+                                     env={**os.environ, **self.env})
         timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -144,12 +150,36 @@ class Daemon:
     def _ready(self) -> bool:
         if self.mount and not os.path.ismount(self.mountpoint):
             return False
+        if "http" in self.config and self._http_url() is None:
+            return False
         try:
             with Client(str(self.socket)) as client:
                 client.call("whoami")
         except Exception as error:
             return "not mapped" in str(error)  # root is a delegate, not an agent: still up
         return True
+
+    def _http_url(self) -> str | None:
+        if not self.log_path.exists():
+            return None
+        this_start = self.log_path.read_bytes()[self._log_start:].decode(errors="replace")
+        found = re.findall(r"http: listening on (\S+)", this_start)
+        return found[-1].rstrip(",") if found else None
+
+    @property
+    def http_url(self) -> str:
+        """The base URL of the HTTP listener of this start (``[http]`` configured;
+        ``listen`` may use port 0: the daemon logs the port it bound)."""
+        url = self._http_url()
+        assert url is not None, "no HTTP listener"
+        return url
+
+    def token(self, agent: str, *args: str) -> str:
+        """A new bearer token for ``agent`` (``memfs token create`` as root)."""
+        done = subprocess.run([*MEMFS, "--socket", str(self.socket), "token", "create", agent,
+                               *args], capture_output=True, cwd=REPO, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.decode().strip()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -40,6 +40,7 @@ import stat
 import threading
 import time
 from collections.abc import Sequence
+from time import perf_counter_ns
 from typing import Any, NoReturn
 
 import pyfuse3
@@ -57,6 +58,7 @@ from memfs.fuse.nodes import (
     _showable,
 )
 from memfs.fuse.scans import ScanDetector
+from memfs.fuse.stats import COUNT, SAMPLE_MASK, sample, stats_for
 from memfs.store import backing
 from memfs.store.engine import Engine
 from memfs.store.errors import InvalidInput, MemfsError
@@ -68,6 +70,7 @@ XATTR_DIGEST = b"user.memfs.digest"
 XATTR_SEEN = b"user.memfs.seen"
 XATTRS = (XATTR_DIGEST, XATTR_SEEN)
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT
+_OPEN_STATS = stats_for("open")
 
 
 class MemoryView(KernelCache, pyfuse3.Operations):
@@ -329,7 +332,9 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             raise
 
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        # Guarded like every handler, but by hand: one coroutine per open, not two.
+        # Guarded (and counted) like every handler, but by hand: one coroutine per open.
+        _OPEN_STATS[COUNT] += 1
+        start = 0 if _OPEN_STATS[COUNT] & SAMPLE_MASK else perf_counter_ns()
         try:
             node, agent = self._visible_node(inode, ctx)
             if flags & WRITE_FLAGS:
@@ -354,6 +359,9 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         except Exception:
             log.exception("unexpected error in FUSE handler open")
             raise pyfuse3.FUSEError(errno.EIO) from None
+        finally:
+            if start:
+                sample(_OPEN_STATS, perf_counter_ns() - start)
 
     @guarded
     async def read(self, fh: int, off: int, size: int) -> bytes:

@@ -27,7 +27,8 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +81,7 @@ class Store:
         self._lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self.generation = Generation(self._lock_fd)  # bumped by every landing
         self.history = None if history_path is None else StoreHistory(history_path, name)
+        self.observe_land: Callable[[float], None] | None = None  # seconds per landing
 
     def close(self) -> None:
         os.close(self.fd)
@@ -151,7 +153,17 @@ class Store:
         Returns the commit id (None without history). A history failure is logged and
         left to recovery: the change itself stands. Without history there is no
         intent: a crash between the rename and the writer's record then only costs
-        the writer a conflict that names itself (see errors.Conflict)."""
+        the writer a conflict that names itself (see errors.Conflict). Its duration
+        goes to ``observe_land`` when set (the daemon's commit latency metric)."""
+        start = time.perf_counter()
+        try:
+            return self._land(agent, email, landings, op=op, summary=summary, forced=forced)
+        finally:
+            if self.observe_land is not None:
+                self.observe_land(time.perf_counter() - start)
+
+    def _land(self, agent: str, email: str, landings: list[Landing], *, op: str,
+              summary: str, forced: bool) -> str | None:
         intent: dict[str, object] = {
             "agent": agent,
             "head": self._head,

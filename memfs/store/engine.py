@@ -133,6 +133,13 @@ class Engine(HistoryOps):
         self._staging.close()
         self._stores.clear()
 
+    def observe_commits(self, observer: Callable[[float], None] | None) -> None:
+        """Call ``observer`` with the duration in seconds of every landing step (the
+        locked part of a commit: renames, records, history), in the committing
+        thread; None stops it. For the daemon's metrics."""
+        for store in self._stores.values():
+            store.observe_land = observer
+
     def recover(self) -> dict[str, list[str]]:
         """At start-up: per store, under its lock, finish a change a crashed daemon
         left half done and record in history what differs from the files (see

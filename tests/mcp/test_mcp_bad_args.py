@@ -1,22 +1,19 @@
 """Hostile or malformed tool calls: each is a tool error (isError) with a clear text,
 nothing changes, and the same server keeps answering afterwards. Also: the server
-survives a daemon restart (it reconnects), and the optional streamable HTTP transport."""
+survives a daemon restart (it reconnects); `--http` is gone (MCP over HTTP is the
+daemon's authenticated /mcp)."""
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-from mcp import Client as McpClient
 from mcp_types import CallToolResult
 
 from tests.mcp.conftest import call_error, call_ok, mcp_session, text_of
-from tests.support import MEMFS, REPO, UID_A, Daemon, connect_as, scaled
+from tests.support import MEMFS, REPO, UID_A, Daemon, connect_as
 
 BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     # (tool, arguments, a fragment the error text must contain)
@@ -122,46 +119,10 @@ async def test_server_reconnects_after_daemon_restart(daemon: Daemon) -> None:
         await call_ok(client, "storage_write", {"path": "notes/r.md", "content": "three\n"})
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-async def test_streamable_http(daemon: Daemon) -> None:
-    port = _free_port()
-    env = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-           "LC_ALL": "C.UTF-8"}
-    argv = [*MEMFS, "--socket", str(daemon.socket), "mcp", "--as", "carol",
-            "--http", f"127.0.0.1:{port}"]
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + scaled(60)
-        while True:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "HTTP server did not come up"
-                time.sleep(0.05)
-        async with McpClient(f"http://127.0.0.1:{port}/mcp") as client:
-            assert client.instructions is not None and "carol" in client.instructions
-            assert "(notes is empty" not in await call_ok(client, "storage_list", {})
-            denied = await call_error(client, "storage_write",
-                                      {"path": "notes/h.md", "content": "x"})
-            assert denied.startswith("Permission denied")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=scaled(30))
-
-
-@pytest.mark.parametrize("address", ["0.0.0.0:8080", "192.168.1.1:80", "example.com:80",
-                                     "127.0.0.1", "127.0.0.1:99999"])
-def test_http_refuses_non_loopback(address: str) -> None:
-    proc = subprocess.run([*MEMFS, "--socket", "/nonexistent", "mcp", "--http", address],
-                          cwd=REPO, capture_output=True, timeout=30)
+def test_http_flag_is_gone_and_says_where() -> None:
+    """The unauthenticated listener of `memfs mcp --http` is gone: MCP over HTTP is the
+    daemon's /mcp, with a bearer token (tests/http/test_http_mcp.py)."""
+    proc = subprocess.run([*MEMFS, "--socket", "/nonexistent", "mcp", "--http",
+                           "127.0.0.1:8080"], cwd=REPO, capture_output=True, timeout=30)
     assert proc.returncode == 2
-    assert b"--http" in proc.stderr
+    assert b"/mcp" in proc.stderr and b"memfs token create" in proc.stderr

@@ -1,5 +1,5 @@
 """Fast checks of the tool layer's text, without a daemon: paging, long lines, notes,
-conflict wording, search results, --http addresses, reconnecting."""
+conflict wording, search results, reconnecting."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 
 from control import mcp_tools as t
 from control.client import Client, ConflictError, ConnectionFailed
-from control.mcp_server import parse_http
 
 
 def read_result(text: str, total: int, **extra: Any) -> dict[str, Any]:
@@ -89,15 +88,6 @@ def test_conflict_wording() -> None:
     deleted = t.conflict_outcome(conflict(current_digest=None, last_writer=None), None,
                                  "write").text
     assert "was deleted" in deleted
-
-
-@pytest.mark.parametrize("value,expected", [
-    ("127.0.0.1:8000", ("127.0.0.1", 8000)), ("localhost:1", ("localhost", 1)),
-    ("[::1]:9000", ("::1", 9000)), (":8080", ("127.0.0.1", 8080)),
-    ("127.8.9.1:80", ("127.8.9.1", 80)),
-])
-def test_parse_http(value: str, expected: tuple[str, int]) -> None:
-    assert parse_http(value) == expected
 
 
 class FakeClient:

@@ -1,0 +1,88 @@
+"""``memfs token create|list|revoke``: bearer tokens for the daemon's HTTP listener.
+
+Registered into the parser by memfs/cli.py (`register`). Delegate uids only (the
+daemon checks the caller's uid; anyone else gets exit 4). ``create`` prints the new
+token alone on stdout, once: the daemon keeps only its hash.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from control import jsonlite
+from control.client import Client
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+    from typing import Any
+
+    Add = Callable[[str, Callable[..., int], str], argparse.ArgumentParser]
+
+
+def _when(at: float | None) -> str:
+    return "-" if at is None else time.strftime("%Y-%m-%d %H:%M", time.gmtime(at))
+
+
+def token_create(client: Client, args: argparse.Namespace) -> int:
+    made = client.call("token_create", agent=args.agent, label=args.label or "",
+                       expires_days=args.expires)
+    print(jsonlite.dumps(made) if args.json else made["token"])
+    expiry = f", expires {_when(made['expires'])} UTC" if made.get("expires") else ""
+    print(f"memfs: token {made['id']} for agent {made['agent']}{expiry}; it is shown only "
+          "now: keep it secret", file=sys.stderr)
+    return 0
+
+
+def token_list(client: Client, args: argparse.Namespace) -> int:
+    tokens: list[dict[str, Any]] = client.call("token_list")["tokens"]
+    if args.json:
+        print(jsonlite.dumps({"tokens": tokens}))
+        return 0
+    print(f"{'ID':<12}  {'AGENT':<12} {'STATE':<7}  {'CREATED':<16}  {'LAST USED':<16}  "
+          f"{'EXPIRES':<16}  LABEL")
+    for t in tokens:
+        print(f"{t['id']:<12}  {t['agent']:<12} {t['state']:<7}  {_when(t['created']):<16}  "
+              f"{_when(t['last_used']):<16}  {_when(t['expires']):<16}  {t['label']}")
+    return 0
+
+
+def token_revoke(client: Client, args: argparse.Namespace) -> int:
+    done = client.call("token_revoke", token=args.token)
+    print(jsonlite.dumps(done) if args.json else f"revoked {done['id']} "
+          f"(agent {done['agent']})")
+    return 0
+
+
+def _days(text: str) -> float:
+    import argparse
+
+    try:
+        days = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of days: {text!r}") from None
+    if not 0 < days <= 3650:
+        raise argparse.ArgumentTypeError("days must be more than 0 and at most 3650")
+    return days
+
+
+def register(add: Add, common: argparse.ArgumentParser) -> None:
+    """Add ``memfs token`` with its actions to the CLI's parser."""
+    parser = add("token", lambda *_: 2, "bearer tokens for the HTTP listener (delegates only)")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(verb: str, func: Callable[..., int], text: str) -> argparse.ArgumentParser:
+        sub = actions.add_parser(verb, parents=[common], help=text, description=text)
+        sub.set_defaults(func=func)
+        return sub
+
+    create = action("create", token_create, "create a token for AGENT; prints it once")
+    create.add_argument("agent", metavar="AGENT")
+    create.add_argument("--label", metavar="TEXT", help="what the token is for")
+    create.add_argument("--expires", type=_days, metavar="DAYS",
+                        help="expire after DAYS days (default: never)")
+    action("list", token_list, "tokens: id, agent, state, created, last used, expiry, label")
+    revoke = action("revoke", token_revoke, "revoke a token by its id (from `token list`)")
+    revoke.add_argument("token", metavar="ID")

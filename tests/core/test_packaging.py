@@ -1,0 +1,85 @@
+"""Packaging: a wheel builds from a fresh copy of the checkout (what git tracks, no
+.venv, no build leftovers), carries every package and both scripts, declares the
+runtime dependencies (ripgrep, starlette, hypercorn, prometheus-client) outside the
+test extras, and the installed `memfs` runs from it, finding its own build-sed-jail."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO
+
+RUNTIME = ("pyfuse3", "trio", "pydantic", "mcp", "pygit2", "ripgrep", "starlette", "hypercorn",
+           "prometheus-client")
+
+
+def fresh_copy(dest: Path) -> Path:
+    """The files a fresh clone would have (tracked, plus new ones not ignored)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], cwd=REPO, capture_output=True, check=True)
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
+@pytest.mark.slow
+def test_wheel_builds_and_runs(tmp_path: Path) -> None:
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: no fresh copy to build from")
+    source = fresh_copy(tmp_path / "src")
+    assert not (source / ".venv").exists()
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
+                            "--disable-pip-version-check", "-w", str(tmp_path / "dist"),
+                            str(source)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "dist").glob("memfs-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        requires = [line.removeprefix("Requires-Dist: ") for line in
+                    archive.read(metadata).decode().splitlines()
+                    if line.startswith("Requires-Dist: ")]
+    for module in ("memfs/daemon.py", "memfs/tokens.py", "control/http_app.py",
+                   "control/http_mcp.py", "jail/api.py", "memfs/fuse/view.py"):
+        assert module in names, module
+    scripts = {n.rsplit("/", 1)[1] for n in names if ".data/scripts/" in n}
+    assert scripts == {"memfs", "build-sed-jail"}
+    assert not any(n.startswith("tests/") for n in names)
+    runtime = [r for r in requires if "extra ==" not in r]
+    for dependency in RUNTIME:
+        assert any(r.lower().startswith(dependency) for r in runtime), (dependency, runtime)
+    for test_only in ("pytest", "httpx", "ruff", "mypy"):
+        assert not any(r.lower().startswith(test_only) for r in runtime), test_only
+
+    # Installed into a new environment (dependencies borrowed from ours, not memfs)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = Path(subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()"
+         "['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" /
+                                "python"), "install", "-q", "--no-deps",
+                                "--disable-pip-version-check", str(wheel)],
+                               capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
+    helped = subprocess.run([str(venv / "bin" / "memfs"), "--help"], capture_output=True,
+                            text=True, cwd="/", timeout=60)
+    assert helped.returncode == 0 and "token" in helped.stdout, helped
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import memfs.daemon as d, control.http_app; "
+         "print(d.__file__); print(d.build_sed_jail_script())"],
+        capture_output=True, text=True, cwd="/", timeout=60)
+    module_file, script = where.stdout.split()
+    assert module_file.startswith(str(site)), "memfs must come from the wheel"
+    assert script == str(venv / "bin" / "build-sed-jail")
