@@ -28,10 +28,10 @@ from control.server import (
     open_listener,
 )
 from jail import Jail, JailError, JailSettings
-from memfs import shared_root
 from memfs.config import Config, ConfigError, load_config
 from memfs.memory.model import Memory
 from memfs.sdnotify import notify
+from memfs.store import shared_root
 from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
 

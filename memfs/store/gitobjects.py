@@ -22,8 +22,11 @@ import contextlib
 import errno
 import os
 import zlib
+from pathlib import Path
 
 import pygit2
+
+from memfs.store.shared_root import mount_of
 
 _KIND = pygit2.enums.ObjectType
 TYPES: dict[int, bytes] = {_KIND.COMMIT: b"commit", _KIND.TREE: b"tree", _KIND.BLOB: b"blob",
@@ -35,10 +38,11 @@ class LooseWriter(pygit2.OdbBackend):
     """Writes loose objects under ``objects``; reads through ``reader`` (an Odb with
     libgit2's loose and pack backends)."""
 
-    def __init__(self, objects: str, reader: pygit2.Odb) -> None:
+    def __init__(self, objects: str, reader: pygit2.Odb, *, sync: bool = False) -> None:
         super().__init__()
         self._objects = objects
         self._reader = reader
+        self._sync = sync  # fsync each object (see writer_repository)
 
     def _path(self, oid: pygit2.Oid) -> str:
         text = str(oid)
@@ -61,6 +65,8 @@ class LooseWriter(pygit2.OdbBackend):
             return None
         try:
             _write_all(fd, body)
+            if self._sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         return None
@@ -114,27 +120,45 @@ def _replace(path: str, body: bytes) -> None:
     os.replace(temporary, path)
 
 
-def writer_repository(path: str) -> pygit2.Repository:
+def writer_repository(path: str, *, sync: bool = False) -> pygit2.Repository:
     """A Repository of the bare repository at ``path`` whose writes go through
-    `LooseWriter` (for the history's commits); its reads use libgit2's backends."""
+    `LooseWriter` (for the history's commits); its reads use libgit2's backends.
+    ``sync``: fsync each object as it is written (a shared file system: another host
+    reads it as soon as the ref names it, and a network file system may hold written
+    data back until then)."""
     objects = os.path.join(path, "objects")
     reader = pygit2.Odb()
     reader.add_backend(pygit2.OdbBackendLoose(objects, 1, False), 1)
     reader.add_backend(pygit2.OdbBackendPack(objects), 2)
     odb = pygit2.Odb()
-    odb.add_backend(LooseWriter(objects, reader), 1)
+    odb.add_backend(LooseWriter(objects, reader, sync=sync), 1)
     repo = pygit2.Repository(path)
     repo.set_odb(odb)
     return repo
 
 
-def write_ref(repo_path: str, ref: str, oid: str) -> None:
-    """Point ``ref`` at ``oid`` by rewriting the ref file in place (one small write
-    instead of libgit2's lock file and rename); the caller holds the store lock, so no
-    other memfs writer updates it meanwhile, and readers see the old or the new id
-    (41 bytes in one write). A ref file that does not exist yet is created."""
+def write_ref(repo_path: str, ref: str, oid: str, *, shared: bool = False) -> None:
+    """Point ``ref`` at ``oid``. The caller holds the store lock, so no other memfs
+    writer updates it meanwhile.
+
+    On a local file system the ref file is rewritten in place: one small write instead
+    of libgit2's lock file and rename, and readers see the old or the new id (41 bytes
+    in one write). ``shared`` (a file system other hosts mount): a new file, fsynced,
+    renamed over the ref, because another host's kernel may keep the old content of an
+    inode cached across opens, and the next holder of the store lock, on another host,
+    must read this id."""
     path = os.path.join(repo_path, ref)
     line = f"{oid}\n".encode()
+    if shared:
+        temporary = f"{path}.{os.getpid()}.tmp"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            _write_all(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+        return
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -147,3 +171,14 @@ def write_ref(repo_path: str, ref: str, oid: str) -> None:
             os.ftruncate(fd, len(line))
     finally:
         os.close(fd)
+
+
+LOCAL_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2fs",
+                               "zfs", "bcachefs", "jfs", "reiserfs"})
+
+
+def on_shared_filesystem(path: str) -> bool:
+    """True unless ``path`` is on a file system known to be local (a FUSE, NFS, SMB,
+    Ceph, GlusterFS... mount may delay writes other hosts read: see `write_ref`)."""
+    mount = mount_of(Path(path))
+    return mount is None or mount.fstype not in LOCAL_FILESYSTEMS

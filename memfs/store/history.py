@@ -25,8 +25,9 @@ loss, commits of the last second may be gone or damaged: the repository falls ba
 the durable head and `recover` records what differs as one ``recover:`` commit.
 
 Objects are written by memfs/store/gitobjects.py (one create per object) and the ref is
-rewritten in place: a few file operations per commit, which matters on a network file
-system. Loose objects are packed by `pack` (the daemon calls it from time to time in a worker
+rewritten in place on a local disk: a few file operations per commit. On a shared file
+system each object and the ref are fsynced and the ref replaced by a rename, so that
+the next commit, possibly on another host, builds on this one. Loose objects are packed by `pack` (the daemon calls it from time to time in a worker
 thread, outside the store lock: packed objects are immutable, so writers go on).
 """
 
@@ -46,7 +47,7 @@ from pathlib import Path
 import pygit2
 
 from memfs.store.errors import InvalidInput, MemfsError, NotFound
-from memfs.store.gitobjects import write_ref, writer_repository
+from memfs.store.gitobjects import on_shared_filesystem, write_ref, writer_repository
 
 log = logging.getLogger("memfs.history")
 
@@ -167,7 +168,8 @@ class StoreHistory:
         try:
             if not pygit2.Repository(str(self.path)).is_bare:
                 raise HistoryError(f"{self.path} is not a bare repository")
-            return writer_repository(str(self.path))
+            self._sync = on_shared_filesystem(str(self.path))
+            return writer_repository(str(self.path), sync=self._sync)
         except (pygit2.GitError, KeyError, ValueError) as error:
             raise HistoryError(f"cannot open {self.path}: {error}") from error
 
@@ -239,7 +241,7 @@ class StoreHistory:
             committer = pygit2.Signature(*COMMITTER, at, 0)
             oid = self._repo.create_commit(None, signature, committer, message, tree,
                                            [head.id] if head else [])
-            write_ref(str(self.path), REF, str(oid))
+            write_ref(str(self.path), REF, str(oid), shared=self._sync)
         except (pygit2.GitError, OSError, KeyError) as error:
             raise HistoryError(f"cannot commit to the history of {self.store}: {error}") \
                 from error
@@ -369,7 +371,7 @@ class StoreHistory:
 
     def reset_to(self, rev: str) -> None:
         """Point ``main`` at ``rev`` (after damage; the caller then recovers)."""
-        write_ref(str(self.path), REF, str(pygit2.Oid(hex=rev)))
+        write_ref(str(self.path), REF, str(pygit2.Oid(hex=rev)), shared=self._sync)
 
     def needs_pack(self) -> bool:
         return self._written >= PACK_AFTER

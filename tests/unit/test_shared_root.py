@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memfs.shared_root import mount_of, parse_volume_get, parse_volume_info
+from memfs.store.shared_root import mount_of, parse_volume_get, parse_volume_info
 
 MOUNTINFO = """\
 22 1 253:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
