@@ -26,12 +26,14 @@ from pathlib import Path
 
 import pygit2
 
+from memfs.store.lru import LRU
 from memfs.store.shared_root import mount_of
 
 _KIND = pygit2.enums.ObjectType
 TYPES: dict[int, bytes] = {_KIND.COMMIT: b"commit", _KIND.TREE: b"tree", _KIND.BLOB: b"blob",
                            _KIND.TAG: b"tag"}
 LEVEL = 1  # zlib level: objects are small, and packing recompresses them
+RECENT = 256  # trees and commits kept in memory after they are written
 
 
 class LooseWriter(pygit2.OdbBackend):
@@ -43,12 +45,18 @@ class LooseWriter(pygit2.OdbBackend):
         self._objects = objects
         self._reader = reader
         self._sync = sync  # fsync each object (see writer_repository)
+        # The trees and commits written last: the next commit reads the head commit
+        # and the trees along its paths, which are exactly these (saves reading them
+        # back from disk, several file operations each).
+        self._recent: LRU[str, tuple[int, bytes]] = LRU(RECENT)
 
     def _path(self, oid: pygit2.Oid) -> str:
         text = str(oid)
         return f"{self._objects}/{text[:2]}/{text[2:]}"
 
     def write_cb(self, oid: pygit2.Oid, data: bytes, kind: int) -> None:
+        if kind != _KIND.BLOB:
+            self._recent.put(str(oid), (kind, data))
         path = self._path(oid)
         raw = TYPES[kind] + b" %d\0" % len(data) + data
         body = zlib.compress(raw, LEVEL)
@@ -77,7 +85,8 @@ class LooseWriter(pygit2.OdbBackend):
         return False
 
     def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
-        return self._reader.read(oid)
+        recent = self._recent.get(str(oid))
+        return recent if recent is not None else self._reader.read(oid)
 
     def read_header_cb(self, oid: pygit2.Oid) -> tuple[int, int]:
         return self._reader.read_header(oid)

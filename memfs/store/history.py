@@ -27,8 +27,9 @@ the durable head and `recover` records what differs as one ``recover:`` commit.
 Objects are written by memfs/store/gitobjects.py (one create per object) and the ref is
 rewritten in place on a local disk: a few file operations per commit. On a shared file
 system each object and the ref are fsynced and the ref replaced by a rename, so that
-the next commit, possibly on another host, builds on this one. Loose objects are packed by `pack` (the daemon calls it from time to time in a worker
-thread, outside the store lock: packed objects are immutable, so writers go on).
+the next commit, possibly on another host, builds on this one. Loose objects are
+packed by `pack` (the daemon calls it from time to time in a worker thread, outside
+the store lock: packed objects are immutable, so writers go on).
 """
 
 from __future__ import annotations
