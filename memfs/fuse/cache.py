@@ -115,7 +115,7 @@ class KernelCache(NodeTable):
         else:
             direct_io, cached = True, False  # another version owns the page cache
         fh = next(self._next_fh)
-        self._handles[fh] = Handle(fd, node, cached)
+        self._handles[fh] = Handle(fd, node, cached, st.st_size)
         if keep_cache:
             self.counters.keep_cache += 1
         if direct_io:

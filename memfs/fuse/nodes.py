@@ -88,6 +88,7 @@ class Handle:
     fd: int
     node: Node
     cached: bool  # counted in node.owner_handles
+    size: int  # the pinned version's size: reads stop there (an append may grow the file)
 
 
 @dataclass(eq=False)

@@ -323,13 +323,16 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         ``pid`` is scanning (memfs/fuse/scans.py): fd and stat."""
         pinned = self.engine.open_version(agent, node.mem_path(),
                                           is_scan=lambda: self._scans.is_scan(pid))
-        if pinned.stat is not None:
-            return pinned.fd, pinned.stat
         try:
-            return pinned.fd, os.fstat(pinned.fd)
+            st = pinned.stat if pinned.stat is not None else os.fstat(pinned.fd)
         except BaseException:
             os.close(pinned.fd)
             raise
+        if st.st_size != pinned.version.size:  # an append in place is under way
+            fields = list(st)
+            fields[stat.ST_SIZE] = pinned.version.size
+            st = os.stat_result(fields)  # the pinned version's size, not the file's
+        return pinned.fd, st
 
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         # Guarded (and counted) like every handler, but by hand: one coroutine per open.
@@ -368,7 +371,7 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         handle = self._handles.get(fh)
         if handle is None:
             raise _fail(errno.EBADF)
-        return os.pread(handle.fd, size, off)
+        return os.pread(handle.fd, max(0, min(size, handle.size - off)), off)
 
     async def release(self, fh: int) -> None:
         handle = self._handles.pop(fh, None)

@@ -90,15 +90,36 @@ def closing_fd(fd: int) -> Iterator[int]:
 
 
 def read_all(fd: int, size: int) -> bytes:
-    """Every byte behind ``fd`` (pread from 0; ``size`` is the expected size)."""
+    """The first ``size`` bytes behind ``fd`` (fewer at end of file): a version's
+    bytes, even while an append in place grows the file behind it."""
     chunks: list[bytes] = []
     offset = 0
-    while True:
-        chunk = os.pread(fd, max(size - offset, 65536), offset)
+    while offset < size:
+        chunk = os.pread(fd, size - offset, offset)
         if not chunk:
-            return b"".join(chunks)
+            break
         chunks.append(chunk)
         offset += len(chunk)
+    return b"".join(chunks)
+
+
+def open_for_append(parent_fd: int, name: str) -> int | None:
+    """Open the file ``name`` memfs keeps for writing in place (never following a
+    symlink); None if it does not exist. Raises InvalidInput like `open_regular`."""
+    try:
+        fd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK |
+                     os.O_NOCTTY, dir_fd=parent_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ETXTBSY):
+            raise InvalidInput(f"{name!r} is not a regular file memfs keeps") from None
+        raise
+    st = os.fstat(fd)
+    if not is_kept(st):
+        os.close(fd)
+        raise InvalidInput(f"{name!r} {not_kept_reason(st)}")
+    return fd
 
 
 def open_dir(parent_fd: int, name: str) -> int:

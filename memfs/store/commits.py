@@ -42,7 +42,7 @@ from memfs.store.paths import MemPath
 from memfs.store.planted import PlantedIndex
 from memfs.store.seen import SeenRecords
 from memfs.store.staging import Staged
-from memfs.store.versions import Version, version_of
+from memfs.store.versions import Version, appending, mark_appending, stamp, version_of
 
 log = logging.getLogger("memfs.store")
 
@@ -112,14 +112,12 @@ class Store:
         commit moved ``main``, it is finished (one xattr write per landing, none to
         clear it). Sets ``self._head``, the head now (valid while the lock is held)."""
         self._head = None
-        if self.history is None:
-            return None
-        try:
-            self._head = self.history.head_id()
-        except HistoryError:
-            unreadable = True  # repair whatever is pending (recovery rebuilds the rest)
-        else:
-            unreadable = False
+        unreadable = False
+        if self.history is not None:
+            try:
+                self._head = self.history.head_id()
+            except HistoryError:
+                unreadable = True  # repair what is pending (recovery rebuilds the rest)
         try:
             raw = os.getxattr(self._lock_fd, PENDING)
         except OSError as error:
@@ -132,6 +130,8 @@ class Store:
             intent = {}
         if not isinstance(intent, dict):
             intent = {}
+        if self.history is None:  # only appends leave one, cleared when they finish
+            return intent
         return intent if unreadable or intent.get("head") == self._head else None
 
     def _head_now(self) -> str | None:
@@ -205,6 +205,68 @@ class Store:
             self._head = commit  # finished: the intent names the head it started from
         return commit
 
+    def append(self, agent: str, email: str, path: MemPath, fd: int, old: Version,
+               data: bytes, digest: str, *, record: bool) -> str | None:
+        """Append ``data`` in place to the file open as ``fd`` (version ``old``; the
+        caller holds `locked`): the cost is that of ``data``, not of the file.
+
+        Readers are never shown part of it: the file is marked (versions.appending)
+        before the bytes are written and its version record names the old size until
+        the new bytes are durable, so a reader's version stays the old one and its
+        reads stop at the old size; then the new record (``digest``) is set and the
+        mark removed. The intent on the lock file names the old size: if a crash cuts
+        the append short, the next holder of the lock truncates the file back
+        (`_repair`). Returns the history commit (None without history), whose blob
+        is the whole new file (that part costs what the file costs)."""
+        start = time.perf_counter()
+        try:
+            return self._append(agent, email, path, fd, old, data, digest, record=record)
+        finally:
+            if self.observe_land is not None:
+                self.observe_land(time.perf_counter() - start)
+
+    def _append(self, agent: str, email: str, path: MemPath, fd: int, old: Version,
+                data: bytes, digest: str, *, record: bool) -> str | None:
+        rel = path.rel
+        intent: dict[str, object] = {
+            "agent": agent, "head": self._head, "paths": {rel: digest},
+            "record": [rel] if record else [], "append": {"rel": rel, "size": old.size},
+        }
+        with contextlib.suppress(OSError):
+            os.setxattr(self._lock_fd, PENDING, json.dumps(intent).encode())
+        mark_appending(fd, old.size)
+        try:
+            offset, view = old.size, memoryview(data)
+            while view:
+                written = os.pwrite(fd, view, offset)
+                offset += written
+                view = view[written:]
+            os.fsync(fd)
+            blob = None
+            if self.history is not None:
+                blob = self.blob(backing.read_all(fd, old.size) + data)
+            stamp(fd, digest, agent, time.time(), None if blob is None else str(blob))
+            mark_appending(fd, None)
+        except BaseException:
+            self._repair(intent)  # back to the old size: the append never happened
+            raise
+        self.generation.bump()
+        if record:
+            self.seen.put(agent, path, digest)
+        commit = None
+        if self.history is not None:
+            try:
+                commit = self.history.commit(
+                    [Change(rel, blob)], author=agent, email=email, parent=self._head,
+                    message=message_for(f"append {path}", "append", digest, False))
+            except HistoryError as error:
+                log.error("%s (the change stands; it is recorded at the next start)", error)
+                return None
+            self._head = commit
+        else:
+            self._clear_intent()
+        return commit
+
     def blob(self, data: bytes) -> pygit2.Oid | None:
         """The git blob of ``data`` (written now; content-addressed, so safe outside
         the lock), or None without history."""
@@ -219,7 +281,11 @@ class Store:
     # -- recovery -----------------------------------------------------------------------
 
     def _repair(self, intent: dict[str, object]) -> None:
-        """Finish a landing whose holder died: the writer's records, then history."""
+        """Finish a landing whose holder died: an append in place cut short is
+        truncated back to its old size; then the writer's records, then history."""
+        appended = intent.get("append")
+        if isinstance(appended, dict):
+            self._undo_append(str(appended.get("rel")), appended.get("size"))
         agent, paths, recorded = intent.get("agent"), intent.get("paths"), intent.get("record")
         if not isinstance(paths, dict):
             paths = {}
@@ -241,6 +307,32 @@ class Store:
         if self.history is not None:
             self._recover_history(names, why="a daemon died during a commit")
         self._clear_intent()
+
+    def _undo_append(self, rel: str, size: object) -> None:
+        """Truncate a file whose append in place was cut short (still marked, its
+        record naming the old size) back to that size."""
+        if not isinstance(size, int):
+            return
+        try:
+            parent = backing.walk_parent(self.fd, tuple(rel.split("/")), create=False)
+        except (OSError, InvalidInput):
+            return
+        with backing.closing_fd(parent):
+            try:
+                fd = backing.open_for_append(parent, rel.rsplit("/", 1)[-1])
+            except (OSError, InvalidInput):
+                return
+            if fd is None:
+                return
+            with backing.closing_fd(fd):
+                if appending(fd) != size:
+                    return  # finished (the mark is gone) or never begun
+                if version_of(fd).size == size:  # the record still names the old size
+                    os.ftruncate(fd, size)
+                    os.fsync(fd)
+                    log.warning("store %s: an append to %s was cut short; truncated back to "
+                                "%d bytes", self.name, rel, size)
+                mark_appending(fd, None)
 
     def recover(self) -> list[str]:
         """At start-up, under the lock: repair a pending landing, make sure the history

@@ -44,7 +44,7 @@ from memfs.store.pages import Page, read_page
 from memfs.store.paths import MemPath
 from memfs.store.seen import SeenRecords
 from memfs.store.staging import Staged, Staging
-from memfs.store.versions import Version, version_of
+from memfs.store.versions import Version, appended_digest, version_of
 
 
 @dataclass(frozen=True)
@@ -283,7 +283,7 @@ class Engine(HistoryOps):
         as seen (its absence too); memory bounded by the page (memfs/store/pages.py)."""
         pinned = self.open_version(agent, path, absent=True)
         with backing.closing_fd(pinned.fd):
-            return read_page(pinned.fd, offset, limit), pinned
+            return read_page(pinned.fd, offset, limit, pinned.version.size), pinned
 
     def info(self, agent: str, path: MemPath) -> FileInfo:
         """Digest, size and last writer of the current version; records nothing but
@@ -327,7 +327,7 @@ class Engine(HistoryOps):
             return None
         fd, st = opened
         with backing.closing_fd(fd):
-            return backing.read_all(fd, st.st_size)
+            return backing.read_all(fd, version_of(fd, st).size)
 
     def _store_history(self, store: str) -> StoreHistory | None:
         return self._stores[store].history
@@ -559,26 +559,36 @@ class Engine(HistoryOps):
                          None if current is None else current.digest, commit)
 
     def _append(self, agent: str, path: MemPath, data: bytes) -> Committed:
+        """Append under the store lock, so no concurrent append is lost. An existing
+        file grows in place (the cost is that of ``data``, not of the file; see
+        commits.Store.append); a missing one is created like a write."""
         store = self._stores[path.store]
         parent = self._parent(path, create=True)
         name = path.parts[-1]
         with backing.closing_fd(parent):
-            # Under the lock from read to rename, so no concurrent append is lost.
             with store.locked():
-                old, old_bytes = _read_version_at(parent, name)
-                self._check_size(len(old_bytes) + len(data))
-                new = old_bytes + data
-                blob = store.blob(new)
-                # The appender knows the whole new file only if it had the old one.
-                knew = old is None or self.seen.get(agent, path) == old.digest
-                with self._staging.stage(new, agent, _hex(blob)) as staged:
-                    commit = store.land(agent, self._email(agent),
-                                        [Landing(path, parent, staged, blob, record=knew)],
-                                        op="append", summary=f"append {path}")
-            os.fsync(parent)
+                fd = backing.open_for_append(parent, name)
+                if fd is None:
+                    blob = store.blob(data)
+                    with self._staging.stage(data, agent, _hex(blob)) as staged:
+                        commit = store.land(agent, self._email(agent),
+                                            [Landing(path, parent, staged, blob)],
+                                            op="append", summary=f"append {path}")
+                    digest, size, previous = staged.digest, staged.size, None
+                else:
+                    with backing.closing_fd(fd):
+                        old = version_of(fd)
+                        self._check_size(old.size + len(data))
+                        # The appender knows the whole new file only if it had the old one.
+                        knew = self.seen.get(agent, path) == old.digest
+                        digest = appended_digest(fd, old, data)
+                        commit = store.append(agent, self._email(agent), path, fd, old, data,
+                                              digest, record=knew)
+                    size, previous = old.size + len(data), old.digest
+            if previous is None:
+                os.fsync(parent)  # a new name: the directory entry must be durable too
         self._notify(path)
-        return Committed(path, staged.digest, staged.size,
-                         None if old is None else old.digest, commit)
+        return Committed(path, digest, size, previous, commit)
 
     def _notify(self, path: MemPath) -> None:
         for listener in self.commit_listeners:

@@ -39,10 +39,11 @@ def _after_nth_newline(chunk: bytes, n: int) -> int:
     return index
 
 
-def read_page(fd: int, offset: int, limit: int | None) -> Page:
+def read_page(fd: int, offset: int, limit: int | None, size: int) -> Page:
     """The page of ``limit`` lines (None: to the end) from line ``offset`` (>= 1) of
-    the file behind ``fd``."""
-    return page_of(lambda size, at: os.pread(fd, size, at), offset, limit)
+    the first ``size`` bytes behind ``fd`` (a version's bytes)."""
+    return page_of(lambda want, at: os.pread(fd, max(0, min(want, size - at)), at),
+                   offset, limit)
 
 
 def page_of_bytes(data: bytes, offset: int, limit: int | None) -> Page:

@@ -34,6 +34,7 @@ import os
 import re
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import blake3
 
@@ -41,6 +42,7 @@ from memfs.store.errors import LastWrite
 from memfs.store.lru import LRU
 
 XATTR = "user.memfs.version"
+APPENDING = "user.memfs.appending"  # the size before an append in place under way
 CHUNK = 1024 * 1024
 _SURROGATE = re.compile("[\ud800-\udfff]")
 REMEMBERED = 65536  # versions kept by identity, least recently used forgotten first
@@ -72,6 +74,48 @@ def digest_fd(fd: int) -> str:
         hasher.update(chunk)
         offset += len(chunk)
     return hasher.hexdigest()
+
+
+def appending(fd: int) -> int | None:
+    """The size the file had when an append in place began, while one is under way
+    (or was cut short by a crash: the store lock's next holder truncates it back)."""
+    try:
+        return int(os.getxattr(fd, APPENDING))
+    except (OSError, ValueError):
+        return None
+
+
+def mark_appending(fd: int, size: int | None) -> None:
+    """Mark an append in place from ``size`` as under way (None: finished)."""
+    if size is None:
+        with contextlib.suppress(OSError):
+            os.removexattr(fd, APPENDING)
+    else:
+        os.setxattr(fd, APPENDING, str(size).encode("ascii"))
+
+
+def appended_digest(fd: int, old: Version, data: bytes) -> str:
+    """blake3 of the file's first ``old.size`` bytes followed by ``data``: from the
+    hasher state kept after this daemon's last append to the same file when there is
+    one (the cost is then that of ``data`` alone), else by hashing the old bytes."""
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino, old.size, old.digest)
+    hasher = _hashers.get(key)
+    if hasher is None:
+        hasher = blake3.blake3()
+        offset = 0
+        while offset < old.size:
+            chunk = os.pread(fd, min(CHUNK, old.size - offset), offset)
+            if not chunk:
+                break
+            hasher.update(chunk)
+            offset += len(chunk)
+    else:
+        hasher = hasher.copy()
+    hasher.update(data)
+    digest = hasher.hexdigest()
+    _hashers.put((st.st_dev, st.st_ino, old.size + len(data), digest), hasher)
+    return digest
 
 
 def stamp(fd: int, digest: str, agent: str | None, at: float, git: str | None = None) -> None:
@@ -113,6 +157,9 @@ def _parse_record(raw: bytes) -> _Record | None:
 # record gave (see the module docstring)
 _Key = tuple[int, int, bytes, int, int, int]
 _remembered: LRU[_Key, Version] = LRU(REMEMBERED)
+# (st_dev, st_ino, size, digest) -> the blake3 hasher after hashing those bytes, kept
+# after an append so that the next append to the file hashes only what it adds
+_hashers: LRU[tuple[int, int, int, str], Any] = LRU(256)
 
 
 def version_of(fd: int, st: os.stat_result | None = None, *,
@@ -146,6 +193,10 @@ def version_of(fd: int, st: os.stat_result | None = None, *,
         if key is not None:
             _remembered.put(key, version)
         return version
+    if record is not None and isinstance(record[1], int) and appending(fd) == record[1]:
+        # An append in place is under way: the version is still the recorded one, and
+        # readers read only its bytes (its size bounds them).
+        return Version(record[0], record[1], LastWrite(record[3], record[4]), record[5])
     digest = digest_fd(fd)
     # Remember it for next time; the file keeps its mtime, so the record stays valid.
     with contextlib.suppress(OSError):

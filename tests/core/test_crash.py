@@ -73,18 +73,26 @@ class Writer(threading.Thread):
 
 
 @pytest.mark.slow
-def test_acknowledged_writes_survive_sigkill() -> None:
+@pytest.mark.parametrize("history", [True, False], ids=["history", "no-history"])
+def test_acknowledged_writes_survive_sigkill(history: bool) -> None:
     rng = random.Random(20261129)
     base = public_tmpdir()
-    daemon = Daemon(standard_config(base))
+    config = standard_config(base)
+    config["stores"]["notes"] = {"history": history}
+    daemon = Daemon(config)
     root = Path(daemon.config["root"])
     state: dict[int, Writer] = {}
     acked: list[tuple[str, str]] = []
     try:
         for _ in range(ROUNDS):
             daemon.start()
-            check_state(root, state)
-            assert head_files(root, "notes") == store_files(root, "notes")
+            # An in-flight write may or may not have committed: settle it from what the
+            # restarted daemon serves (an append in place cut short is truncated back at
+            # start, so the raw files of a killed daemon are not yet the truth), having
+            # validated it first; the next round checks against it.
+            check_state(root, state, settle=True)
+            if history:
+                assert head_files(root, "notes") == store_files(root, "notes")
             writers = []
             for index in range(WRITERS):
                 writer = Writer(index, connect_as(UID_A, daemon.socket), rng)
@@ -103,13 +111,12 @@ def test_acknowledged_writes_survive_sigkill() -> None:
             for writer in writers:
                 acked += writer.acked_digests
                 writer.acked_digests = []
-            # An in-flight write may or may not have committed: settle it from disk so
-            # the next round checks against the truth, having validated it first.
-            check_state(root, state, settle=True)
         daemon.start()
+        check_state(root, state, settle=True)
         check_state(root, state)
         assert sum(len(w.acked) for w in state.values()) > 0
-        check_history(root, acked)
+        if history:
+            check_history(root, acked)
     finally:
         if daemon.alive():
             daemon.kill()
@@ -175,7 +182,7 @@ def check_state(root: Path, state: dict[int, Writer], *, settle: bool = False) -
         assert set(os.listdir(stores)) <= expected_names, "a staged or partial file is visible"
     # After a restart, only the live daemon's staging directory remains, empty.
     staging = root / "state" / "staging"
-    if not settle and staging.exists():
+    if staging.exists():
         assert len([e for e in staging.iterdir() if e.is_dir()]) == 1
         for entry in staging.iterdir():
             if entry.is_dir():

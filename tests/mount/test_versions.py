@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.mount.conftest import UID_D, Mounted, cat, digest, probe, probe1
-from tests.support import PYTHON, UID_A, UID_B, UID_C, Daemon, run_as
+from tests.support import PYTHON, UID_A, UID_B, UID_C, Daemon, connect_as, run_as
 
 
 def size(m: Mounted, uid: int, rel: str) -> int:
@@ -175,6 +175,38 @@ def test_held_handle_keeps_its_version(mounted: Mounted) -> None:
     time.sleep(0.1)  # the release reaches the daemon asynchronously
     assert cat(mounted, UID_B, rel) == v2
     assert size(mounted, UID_B, rel) == len(v2)
+
+
+def test_held_handle_keeps_its_version_across_an_append(mounted: Mounted) -> None:
+    """An append grows the file in place (the same inode): a reader holding it open
+    still reads exactly the version it pinned, a new open the longer one."""
+    rel = "notes/held-append.md"
+    v1 = b"first part\n" * 500
+    extra = b"appended later\n" * 300
+    mounted.write(UID_A, rel, v1)
+    script = (
+        "import sys, os\n"
+        f"f = open({mounted.path(rel)!r}, 'rb', buffering=0)\n"
+        "a = f.read(100); print(len(a), flush=True)\n"
+        "sys.stdin.readline()\n"
+        "b = a + f.read(); f.seek(0); c = f.read()\n"
+        "print(len(b), len(c), b == c, flush=True)\n"
+    )
+    holder = subprocess.Popen([PYTHON, "-c", script], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, user=UID_B, group=UID_B, extra_groups=[])
+    assert holder.stdout is not None and holder.stdin is not None
+    try:
+        assert int(holder.stdout.readline()) == 100
+        with connect_as(UID_A, mounted.socket) as alice:
+            alice.write(rel, extra, append=True)
+        assert cat(mounted, UID_C, rel) == v1 + extra
+        holder.stdin.write(b"go\n")
+        holder.stdin.flush()
+        first, second, same = holder.stdout.readline().decode().split()
+        assert (int(first), int(second), same) == (len(v1), len(v1), "True")
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 # -- extended attributes ------------------------------------------------------------------
