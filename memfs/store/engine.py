@@ -296,13 +296,17 @@ class Engine(HistoryOps):
 
     def changed_since_seen(self, agent: str, limit: int = 20) -> list[dict[str, Any]]:
         """Files in the agent's stores that changed (or went) since it last read or
-        wrote them, among its most recent records; who changed them and when."""
+        wrote them, among its most recent records; who changed them and when. The
+        folders a structured store keeps itself are left out (they change with every
+        operation; the brief shows them its own way)."""
         readable = set(self.readable_stores(agent))
         changed: list[dict[str, Any]] = []
-        for store, rel, digest in self.seen.recorded(agent, newest=limit * 10):
+        for store, rel, digest in self.seen.recorded(agent, newest=limit * 5):
             if store not in readable or digest == ABSENT or len(changed) >= limit:
                 continue
             path = _mem_path(store, rel)
+            if path.parts[0] in RESERVED and self.config.stores[store].structured:
+                continue
             try:
                 opened = self._open_current(path)
             except InvalidInput:
@@ -462,8 +466,9 @@ class Engine(HistoryOps):
         """One indivisible step under the store lock, for the memory model: ``decide``
         reads the current files (``read(rel)``: bytes, or None when missing) and
         returns a Plan; its files are staged and landed together, as one history
-        commit. ``agent`` None: memfs itself (a repair; no access check, no seen
-        records). Returns (the plan's result, the commit id). Raises PermissionDenied,
+        commit. It records no seen version for the writer (see below). ``agent``
+        None: memfs itself (a repair; no access check). Returns (the plan's result,
+        the commit id). Raises PermissionDenied,
         whatever ``decide`` raises (then nothing changed), TooLarge, InvalidInput."""
         if agent is not None:
             self.check_access(agent, store, write=True)
@@ -486,7 +491,9 @@ class Engine(HistoryOps):
                     blob = handles.blob(data)
                     staged = cleanup.enter_context(
                         self._staging.stage(data, author, _hex(blob)))
-                    landings.append(Landing(path, parent, staged, blob, record=agent is not None))
+                    # No seen record for the writer: these files are only ever changed
+                    # by such steps, which read what is there under the lock.
+                    landings.append(Landing(path, parent, staged, blob, record=False))
                 commit = handles.land(author, self._email(author), landings, op=plan.op,
                                       summary=plan.summary)
             for parent in {landing.parent for landing in landings}:
