@@ -262,14 +262,17 @@ class _Args:
         self.__dict__.update(values)
 
 
-# command -> (positionals, boolean flags, integer options, other options: absent here),
-# for the fast path
-_SIMPLE: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    "cat": (("path",), (), ("offset", "limit"), ("at",)),
-    "ls": (("*globs",), (), (), ()),
-    "stat": (("path",), (), (), ()),
-    "write": (("path",), ("append", "force"), (), ()),
-    "rm": (("path",), ("force",), (), ()),
+# command -> (positionals, boolean flags, integer options with their defaults, other
+# options (absent here) with their defaults), for the fast path. A positional "*name"
+# takes every word, "?name" at most one.
+_SIMPLE: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, int | None],
+                         dict[str, object]]] = {
+    "cat": (("path",), (), {"offset": None, "limit": None}, {"at": None}),
+    "ls": (("*globs",), (), {}, {}),
+    "stat": (("path",), (), {}, {}),
+    "write": (("path",), ("append", "force"), {}, {}),
+    "rm": (("path",), ("force",), {}, {}),
+    "brief": (("?store_arg",), (), {"max_bytes": 4096}, {"store": None}),
 }
 
 
@@ -300,11 +303,12 @@ def _fast_args(argv: list[str]) -> _Args | None:
         return None
     positionals, flags, integers, others = _SIMPLE[command]
     values.update({flag: False for flag in flags})
-    values.update({option: None for option in (*integers, *others)})
+    values.update(integers)
+    values.update(others)
     given: list[str] = []
     items = iter(rest)
     for word in items:
-        option = word[2:]
+        option = word[2:].replace("-", "_")
         if word.startswith("--") and option in flags:
             values[option] = True
         elif word.startswith("--") and option in integers:
@@ -316,13 +320,16 @@ def _fast_args(argv: list[str]) -> _Args | None:
             return None
         else:
             given.append(word)
-    if positionals == ("*globs",):
-        values["globs"] = given
+    if positionals and positionals[0][0] in "*?":
+        name = positionals[0][1:]
+        if positionals[0][0] == "?" and len(given) > 1:
+            return None
+        values[name] = given if positionals[0][0] == "*" else (given[0] if given else None)
     elif len(given) != len(positionals):
         return None
     else:
         values.update(zip(positionals, given, strict=True))
-    return _Args(command=command, func=_COMMANDS[command], **values)
+    return _Args(command=command, func=_command(command), **values)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -355,6 +362,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 _COMMANDS = {"cat": cmd_cat, "ls": cmd_ls, "stat": cmd_stat, "write": cmd_write, "rm": cmd_rm}
+
+
+def _command(name: str) -> Callable[..., int]:
+    if name == "brief":
+        from memfs.cli_memory import brief
+
+        return brief
+    return _COMMANDS[name]
 
 if __name__ == "__main__":
     sys.exit(main())

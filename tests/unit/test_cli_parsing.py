@@ -18,6 +18,9 @@ AGREE = [
     ["write", "--force", "notes/a.md"],
     ["rm", "notes/a.md", "--force"],
     ["stat", "/memory/notes/a.md"],
+    ["brief"],
+    ["brief", "team"],
+    ["--json", "brief", "team", "--max-bytes", "1024"],
 ]
 
 STEP_ASIDE = [
@@ -31,6 +34,8 @@ STEP_ASIDE = [
     ["download", "a", "b"],
     ["--socket"],
     ["frobnicate", "x"],
+    ["brief", "a", "b"],
+    ["brief", "--max-bytes", "many"],
 ]
 
 
