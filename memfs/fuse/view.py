@@ -329,9 +329,7 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             os.close(pinned.fd)
             raise
         if st.st_size != pinned.version.size:  # an append in place is under way
-            fields = list(st)
-            fields[stat.ST_SIZE] = pinned.version.size
-            st = os.stat_result(fields)  # the pinned version's size, not the file's
+            st = _with_size(st, pinned.version.size)  # the pinned version's, not the file's
         return pinned.fd, st
 
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
@@ -415,3 +413,16 @@ class MemoryView(KernelCache, pyfuse3.Operations):
 
     async def readlink(self, *args: Any, **kwargs: Any) -> bytes:
         raise _fail(errno.EINVAL)  # memfs never shows symlinks
+
+
+_STAT_EXTRAS = ("st_atime", "st_mtime", "st_ctime", "st_atime_ns", "st_mtime_ns",
+                "st_ctime_ns", "st_blksize", "st_blocks", "st_rdev")
+
+
+def _with_size(st: os.stat_result, size: int) -> os.stat_result:
+    """``st`` with another size and every other field kept: the sequence part of a
+    stat_result holds only ten fields (whole-second times); the rest, the nanosecond
+    times included, must be passed by name or they become None."""
+    fields = list(st)
+    fields[stat.ST_SIZE] = size
+    return os.stat_result(fields, {name: getattr(st, name) for name in _STAT_EXTRAS})

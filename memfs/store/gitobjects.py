@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import zlib
 from pathlib import Path
 
@@ -119,8 +120,14 @@ def _holds(path: str, raw: bytes) -> bool:
         return False
 
 
+def temporary_name(path: str) -> str:
+    """A name beside ``path`` for a file to be renamed over it, unique among every
+    host writing the same directory (a pid alone is not: hosts share a volume)."""
+    return f"{path}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+
+
 def _replace(path: str, body: bytes) -> None:
-    temporary = f"{path}.{os.getpid()}.tmp"
+    temporary = temporary_name(path)
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
     try:
         _write_all(fd, body)
@@ -159,7 +166,7 @@ def write_ref(repo_path: str, ref: str, oid: str, *, shared: bool = False) -> No
     path = os.path.join(repo_path, ref)
     line = f"{oid}\n".encode()
     if shared:
-        temporary = f"{path}.{os.getpid()}.tmp"
+        temporary = temporary_name(path)
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
             _write_all(fd, line)

@@ -48,7 +48,12 @@ from pathlib import Path
 import pygit2
 
 from memfs.store.errors import InvalidInput, MemfsError, NotFound
-from memfs.store.gitobjects import on_shared_filesystem, write_ref, writer_repository
+from memfs.store.gitobjects import (
+    on_shared_filesystem,
+    temporary_name,
+    write_ref,
+    writer_repository,
+)
 
 log = logging.getLogger("memfs.history")
 
@@ -354,7 +359,7 @@ class StoreHistory:
         finally:
             os.close(fd)
         if head is not None:
-            temporary = self._durable_file.with_suffix(".tmp")
+            temporary = Path(temporary_name(str(self._durable_file)))  # hosts share it
             temporary.write_text(str(head.id) + "\n")
             os.replace(temporary, self._durable_file)  # durable with the next sync
 

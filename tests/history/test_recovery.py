@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import blake3
 
 from memfs.store import versions
+from memfs.store.history import StoreHistory
 from tests.history.conftest import history_config
 from tests.history.gitcheck import commits, repo_path, store_files, trailers, tree_files
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir
@@ -118,3 +120,41 @@ def test_a_ref_lock_left_by_a_killed_daemon_does_not_stop_history() -> None:
         result = alice.write("notes/l.md", "two\n")
         assert str(commits(root, "notes")[0].id) == result["commit"]
     assert not any(".broken-" in p.name for p in repo_path(root, "notes").parent.iterdir())
+
+
+def test_daemons_sharing_a_root_note_the_durable_head_side_by_side(tmp_path: Path) -> None:
+    """Two daemons on one root (here two StoreHistory objects on one repository) make
+    their commits durable at the same moment: each notes the durable head without
+    taking the other's temporary file (once a shared name: one rename found it gone
+    and history maintenance failed)."""
+    path = tmp_path / "notes.git"
+    histories = [StoreHistory(path, "notes") for _ in range(2)]
+    rounds = 150
+    start = threading.Barrier(2, timeout=60)
+    failures: list[BaseException] = []
+
+    def syncer(history: StoreHistory, seed: int) -> None:
+        for index in range(rounds):
+            start.wait()
+            if index % 2 == seed:  # the two take turns at committing (under the lock)
+                with lock:
+                    history.commit([], author="a", email="a@memfs.invalid",
+                                   message=f"round {index}")
+            start.wait()
+            try:
+                history._dirty = True  # both have commits to make durable
+                history.sync()
+            except OSError as error:
+                failures.append(error)
+
+    lock = threading.Lock()
+    threads = [threading.Thread(target=syncer, args=(history, seed))
+               for seed, history in enumerate(histories)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not failures, failures[:3]
+    head = histories[0].head_id()
+    assert head is not None and histories[1].durable_head() == head
+    assert not list(tmp_path.glob("*.tmp"))

@@ -10,6 +10,7 @@ handle held open across a commit (it keeps returning its pinned version) and the
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from memfs.store.versions import APPENDING
 from tests.mount.conftest import UID_D, Mounted, cat, digest, probe, probe1
 from tests.support import PYTHON, UID_A, UID_B, UID_C, Daemon, connect_as, run_as
 
@@ -207,6 +209,35 @@ def test_held_handle_keeps_its_version_across_an_append(mounted: Mounted) -> Non
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_an_append_under_way_elsewhere_shows_the_recorded_version(mounted: Mounted) -> None:
+    """Another daemon (another host on a shared root) is half way through an append
+    in place: its bytes are in the file, its mark is on it. Opening, stat'ing and
+    reading through the mount show exactly the recorded version, with its times.
+    (Once failed: the pinned stat lost its nanosecond times and every stat of the
+    held file answered EIO.)"""
+    rel = "notes/append-elsewhere.md"
+    v1 = b"settled\n" * 100
+    mounted.write(UID_A, rel, v1)
+    backing = mounted.backing(rel)
+    os.setxattr(backing, APPENDING, str(len(v1)).encode())
+    with open(backing, "ab") as handle:
+        handle.write(b"half of another host's append\n")
+    mtime_ns = backing.stat().st_mtime_ns
+    script = (
+        "import os, sys\n"
+        f"fd = os.open({mounted.path(rel)!r}, os.O_RDONLY)\n"
+        "data = os.read(fd, 1 << 20)\n"
+        f"st = os.stat({mounted.path(rel)!r})\n"
+        "print(len(data), os.fstat(fd).st_size, st.st_size, st.st_mtime_ns, flush=True)\n"
+    )
+    done = subprocess.run([PYTHON, "-c", script], capture_output=True, timeout=30,
+                          user=UID_B, group=UID_B, extra_groups=[])
+    assert done.returncode == 0, done.stderr.decode()
+    read, fstat_size, stat_size, seen_mtime = map(int, done.stdout.split())
+    assert (read, fstat_size, stat_size) == (len(v1), len(v1), len(v1))
+    assert seen_mtime == mtime_ns
 
 
 # -- extended attributes ------------------------------------------------------------------
