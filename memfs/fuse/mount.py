@@ -19,10 +19,18 @@ it polls for up to SPIN_SECONDS first (a sequential client, e.g. ``cat`` or ``rg
 the daemon's sleep and wake-up, the bulk of the round trip), then waits as before.
 After a slow wait it polls again before reading, so a request taken meanwhile by
 another reader task can never leave this one blocked in read().
+
+Readahead. The kernel reads ahead of a sequential reader by the mount's
+``read_ahead_kb`` (its backing device info, 128 KiB by default), and never asks for
+more than that in one READ: a big file whose pages are not cached cost one request
+per 128 KiB. `_set_readahead` raises it to READ_AHEAD_KB, the largest READ the
+session accepts (libfuse offers 256 pages), so a cold sequential read takes an
+eighth of the requests (64 instead of 512 for 64 MiB).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -33,6 +41,7 @@ import select
 import shutil
 import stat
 import subprocess
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -53,6 +62,7 @@ MNT_DETACH = 2
 MIN_TASKS, MAX_TASKS = 1, 32
 POLL_BUDGET = 64  # requests taken without a scheduler pass (see the module docstring)
 SPIN_SECONDS = 30e-6  # how long a reader polls for the next request before sleeping
+READ_AHEAD_KB = 1024  # the mount's readahead (see the module docstring)
 _STALE = (errno.ENOTCONN, errno.ECONNABORTED)
 
 
@@ -139,6 +149,37 @@ def prepare_mountpoint(path: Path) -> None:
         raise MountError(f"cannot use mount point {path}: permission denied")
 
 
+def _mount_device(path: Path) -> str | None:
+    """MAJOR:MINOR of the file system mounted exactly at ``path`` (per mountinfo): read
+    from there, never by stat'ing the mount, which would wait for our own loop."""
+    target = os.fsencode(path)
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo", "rb") as handle:
+        found = None
+        for line in handle:
+            fields = line.split(b" ")
+            if len(fields) > 4 and _unescape(fields[4]) == target:
+                found = fields[2].decode("ascii", "replace")  # the last one is on top
+        return found
+    return None
+
+
+def _set_readahead(path: Path, kib: int = READ_AHEAD_KB) -> None:
+    """Set the readahead of the mount at ``path`` (see the module docstring); a
+    missing or read-only /sys only costs speed. Blocking, and only once the session
+    is initialised (the kernel clamps the readahead to what INIT agreed): call it in
+    a thread of its own while the request loop runs."""
+    with contextlib.suppress(OSError):
+        os.statvfs(path)  # answered only after INIT: served by our own loop
+    # (the parent resolved, never the mount itself: that would wait for our own loop)
+    device = _mount_device(Path(os.path.realpath(path.parent)) / path.name)
+    if device is None:
+        return
+    try:
+        Path(f"/sys/class/bdi/{device}/read_ahead_kb").write_text(f"{kib}\n")
+    except OSError as error:
+        log.debug("readahead of %s left as it is: %s", path, error)
+
+
 def _fuse_fd() -> int | None:
     """The process's /dev/fuse descriptor (pyfuse3 does not expose it), if exactly one."""
     found = []
@@ -216,6 +257,8 @@ async def serve_mount(engine: Engine, mountpoint: Path, *,
     try:
         log.info("mounted %s (read-only, per-agent view)", mountpoint)
         task_status.started(view)
+        threading.Thread(target=_set_readahead, args=(mountpoint,), daemon=True,
+                         name="memfs-readahead").start()
         await pyfuse3.main(min_tasks=MIN_TASKS, max_tasks=MAX_TASKS)
         # main() returns only when the kernel ended the session (someone unmounted us).
         raise MountError(f"{mountpoint} was unmounted from outside the daemon")

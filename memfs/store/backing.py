@@ -219,15 +219,20 @@ class _Openat2:
         self._how = _OpenHow(FILE_FLAGS, 0, self.RESOLVE)
         self._how_ref = ctypes.byref(self._how)
         self._how_size = ctypes.sizeof(self._how)
+        # ctypes passes these by value: made once, not per call (the mount's hot path)
+        self._number = ctypes.c_long(self.SYSCALL)
+        self._size_arg = ctypes.c_size_t(self._how_size)
 
-    def open(self, store_fd: int, parts: tuple[str, ...]) -> int | None:
-        """fd of STORE/PARTS (any kind of file), None if missing, or _UNSUPPORTED."""
+    def open(self, store_fd: int, parts: tuple[str, ...], rel: bytes | None = None,
+             ) -> int | None:
+        """fd of STORE/PARTS (any kind of file), None if missing, or _UNSUPPORTED.
+        ``rel``: PARTS already joined and encoded, if the caller has it."""
         call = self._syscall
         if call is None:
             return _UNSUPPORTED
-        rel = os.fsencode("/".join(parts))
-        fd = call(ctypes.c_long(self.SYSCALL), ctypes.c_long(store_fd), rel, self._how_ref,
-                  ctypes.c_size_t(self._how_size))
+        if rel is None:
+            rel = os.fsencode("/".join(parts))
+        fd = call(self._number, ctypes.c_long(store_fd), rel, self._how_ref, self._size_arg)
         if fd >= 0:
             return fd
         code = ctypes.get_errno()
@@ -251,12 +256,14 @@ class _Openat2:
 _OPENAT2 = _Openat2()
 
 
-def open_beneath(store_fd: int, parts: tuple[str, ...]) -> int | None:
+def open_beneath(store_fd: int, parts: tuple[str, ...], rel: bytes | None = None,
+                 ) -> int | None:
     """Open STORE/PARTS for reading without following any symlink or leaving the
     store; None if it does not exist. One openat2 where the kernel has it, else a
     walk. Raises InvalidInput (symlink, not a directory, FIFO/device on open);
-    the caller checks that the result is a regular file."""
-    fd = _OPENAT2.open(store_fd, parts)
+    the caller checks that the result is a regular file. ``rel``: PARTS joined and
+    encoded, if the caller has it."""
+    fd = _OPENAT2.open(store_fd, parts, rel)
     if fd != _UNSUPPORTED:
         return fd
     try:
@@ -267,11 +274,13 @@ def open_beneath(store_fd: int, parts: tuple[str, ...]) -> int | None:
         return open_regular(parent, parts[-1])
 
 
-def open_kept(store_fd: int, parts: tuple[str, ...]) -> tuple[int, os.stat_result] | None:
+def open_kept(store_fd: int, parts: tuple[str, ...], rel: bytes | None = None,
+              ) -> tuple[int, os.stat_result] | None:
     """fd and fstat of STORE/PARTS if it is a file memfs keeps (`is_kept`); None if it
     does not exist. Raises InvalidInput for a symlink on the way, a component that is
-    not a directory, or a file memfs does not keep. The caller closes the fd."""
-    fd = open_beneath(store_fd, parts)
+    not a directory, or a file memfs does not keep. The caller closes the fd.
+    ``rel``: PARTS joined and encoded, if the caller has it."""
+    fd = open_beneath(store_fd, parts, rel)
     if fd is None:
         return None
     try:

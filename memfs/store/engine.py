@@ -47,12 +47,14 @@ from memfs.store.staging import Staged, Staging
 from memfs.store.versions import Version, appended_digest, version_of
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Pinned:
     """An open, pinned version of a file: reads through ``fd`` return exactly the
     bytes whose digest is ``version.digest``, whatever is committed later.
     ``previous`` is what the agent had seen before this read (None: never);
-    ``stat`` is ``os.fstat(fd)`` when the pin was made by ``open_version``."""
+    ``stat`` is ``os.fstat(fd)`` when the pin was made by ``open_version``.
+    (Not frozen: a frozen dataclass's __init__ costs a microsecond per open through
+    the mount; treat it as read-only all the same.)"""
 
     fd: int
     version: Version
@@ -230,7 +232,7 @@ class Engine(HistoryOps):
     def _open_current(self, path: MemPath) -> tuple[int, os.stat_result] | None:
         """fd and fstat of the file's current version, or None if it does not exist.
         Raises InvalidInput (a symlink on the way, not a file memfs keeps)."""
-        return backing.open_kept(self._stores[path.store].fd, path.parts)
+        return backing.open_kept(self._stores[path.store].fd, path.parts, path.encoded)
 
     @backing.retry_stale
     def open_version(self, agent: str, path: MemPath, *, record: bool = True,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from dataclasses import dataclass
 
@@ -24,6 +26,12 @@ class MemPath:
     @property
     def rel(self) -> str:
         return "/".join(self.parts)
+
+    @functools.cached_property
+    def encoded(self) -> bytes:
+        """``rel`` as the bytes a system call takes (kept: the mount reuses its
+        MemPaths for every open)."""
+        return os.fsencode("/".join(self.parts))
 
     def __str__(self) -> str:
         return f"{self.store}/{self.rel}" if self.parts else self.store
