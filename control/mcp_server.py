@@ -17,6 +17,8 @@ annotations at registration time, and they name objects imported inside build_se
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
@@ -26,6 +28,7 @@ from control.mcp_history import HISTORY_DESCRIPTION, RESTORE_DESCRIPTION
 from control.mcp_memory import MEMORY_INSTRUCTIONS, AgentTools
 from control.mcp_server_memory import add_memory_tools
 from control.mcp_server_types import OptionalFlag, OptionalText, PathArg, result_of
+from control.mcp_stdio import executor_runner, run_stdio
 from control.mcp_tools import (
     DOWNLOAD_DESCRIPTION,
     INSTRUCTIONS,
@@ -45,16 +48,18 @@ log = logging.getLogger("memfs.mcp")
 
 
 def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
-                 local_files: bool = True) -> "MCPServer[Any]":
+                 local_files: bool = True,
+                 run_sync: "Callable[..., Awaitable[Any]] | None" = None) -> "MCPServer[Any]":
     """An MCPServer exposing the storage, history and memory tools, each run in a
-    worker thread. ``local_files`` False leaves out storage_download/storage_upload
-    (whose local files would be the server's, not the client's: over HTTP)."""
+    worker thread (by ``run_sync(fn, *args)``; default anyio's ``to_thread.run_sync``).
+    ``local_files`` False leaves out storage_download/storage_upload (whose local files
+    would be the server's, not the client's: over HTTP)."""
     import anyio.to_thread
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, ToolAnnotations
 
     server: MCPServer[Any] = MCPServer("memfs", instructions=instructions, log_level="WARNING")
-    run = anyio.to_thread.run_sync
+    run = run_sync or anyio.to_thread.run_sync
 
     async def storage_list(
         pattern: Annotated[str | list[str] | None, Field(
@@ -175,7 +180,7 @@ def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
             continue
         server.add_tool(fn, title=title, description=description, annotations=annotations,
                         structured_output=False)
-    add_memory_tools(server, tools)
+    add_memory_tools(server, tools, run)
     return server
 
 
@@ -228,8 +233,9 @@ def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = N
         except IdentityRefused as error:
             print(f"memfs mcp: {error}", file=sys.stderr)
             return 4
-        server = build_server(tools, instructions)
-        server.run("stdio")
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="memfs-mcp") as executor:
+            server = build_server(tools, instructions, run_sync=executor_runner(executor))
+            run_stdio(server)
     except KeyboardInterrupt:
         pass
     finally:

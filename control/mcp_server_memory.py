@@ -2,6 +2,7 @@
 the server built by control/mcp_server.py. Like there, no ``from __future__ import
 annotations``: the SDK reads these annotations when the tools are added."""
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
@@ -34,12 +35,14 @@ Note = Annotated[str, Field(description="A few lines of text.", min_length=1,
                             max_length=65536)]
 
 
-def add_memory_tools(server: "MCPServer[Any]", tools: AgentTools) -> None:
-    """Add memory_brief, session_*, task_* and decision_* to ``server``."""
+def add_memory_tools(server: "MCPServer[Any]", tools: AgentTools,
+                     run_sync: "Callable[..., Awaitable[Any]] | None" = None) -> None:
+    """Add memory_brief, session_*, task_* and decision_* to ``server``, each run in a
+    worker thread by ``run_sync`` (default anyio's ``to_thread.run_sync``)."""
     import anyio.to_thread
     from mcp_types import CallToolResult, ToolAnnotations
 
-    run = anyio.to_thread.run_sync
+    run = run_sync or anyio.to_thread.run_sync
 
     async def memory_brief(store: Store = None) -> CallToolResult:  # type: ignore[assignment]
         return result_of(await run(tools.brief, store))

@@ -214,3 +214,47 @@ def test_concurrent_calls_after_both_spares_died(jail: Jail, stores: dict[str, P
         ]
         assert [f.result() for f in seds] == [b"b\n"] * 4
         assert [f.result().output for f in searches] == [b"1\n"] * 4
+
+
+@pytest.fixture(scope="module")
+def many_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """600 files with one match each: parallel rg writes each file's line on its own."""
+    store = tmp_path_factory.mktemp("many") / "many"
+    for i in range(600):
+        folder = store / f"d{i % 6}"
+        folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+        (folder / f"n{i:04}.md").write_text(f"# note {i}\nthe marker {i}\nend\n")
+    store.chmod(0o755)
+    return {"many": store}
+
+
+def test_many_small_writes_arrive_whole(jail: Jail, many_files: dict[str, Path]) -> None:
+    """The pump lets small writes gather (jail.pump): none is lost or torn, and the
+    last ones, written just before rg exits, are there too."""
+    for args in (["-c", "marker"], ["marker"], ["-l", "marker"]):
+        result = jail.search(many_files, args)
+        lines = result.output.decode().splitlines()
+        assert len(lines) == 600, args
+        assert len(set(lines)) == 600
+        assert all(line.startswith("many/d") for line in lines)
+
+
+def test_pump_works_with_fds_past_1024(jail: Jail, many_files: dict[str, Path]) -> None:
+    """The pump waits on its fds with poll/epoll, never select(2), whose fd_set stops
+    at 1024 (the daemon raises its open-file limit and may hold thousands)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 2048:
+        pytest.skip("the open-file limit is below 2048")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        assert jail.sed(["s/a/b/"], b"a\n" * 1000) == b"b\n" * 1000
+        assert len(jail.search(many_files, ["-c", "marker"]).output.splitlines()) == 600
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
