@@ -439,16 +439,23 @@ class StoreHistory:
         yield from walker
 
     def log(self, rel: str | None = None, *, limit: int = 20, since: float | None = None,
+            until: float | None = None, start: str | None = None,
             author: str | None = None, patch: bool = False) -> list[Entry]:
         """Commits newest first, at most ``limit``; only those that changed ``rel`` (a
-        file or folder) when given, made by ``author``, at or after ``since``."""
+        file or folder) when given, made by ``author``, at or after ``since`` and at
+        or before ``until``; from ``start`` (a revision, see `resolve`; inclusive)
+        back, else from the newest. Raises InvalidInput, NotFound (bad ``start``)."""
         repo = self._reader()
         head = self.head(repo)
         entries: list[Entry] = []
+        if start is not None:
+            head = self.resolve(start)
         if head is None:
             return entries
         for commit in self._walk(repo, head):
             if since is not None and commit.commit_time < since:
+                continue
+            if until is not None and commit.commit_time > until:
                 continue
             if author is not None and commit.author.name != author:
                 continue

@@ -189,3 +189,39 @@ def test_cli(daemon: Daemon) -> None:
     assert memfs_as(UID_C, sock, "restore", path, revs[0]).returncode == 4
     entries = json.loads(memfs_as(UID_B, sock, "--json", "log", "-n", "1", path).stdout)
     assert [(e["op"], e["author"]) for e in entries["entries"]] == [("restore", "bob")]
+
+
+def test_log_pages_from_a_revision_and_bounds_times(daemon: Daemon) -> None:
+    path, revs = fresh(daemon, [f"v{n}\n" for n in range(7)])
+    with connect_as(UID_B, daemon.socket) as bob:
+        pages, start = [], None
+        while True:  # 3 a page, each page starting at the entry after the last shown
+            got = bob.call("log", path=path, limit=4, **({"rev": start} if start else {}))
+            pages.append([e["rev"] for e in got["entries"][:3]])
+            if len(got["entries"]) < 4:
+                break
+            start = got["entries"][3]["rev"]
+        assert [rev for page in pages for rev in page] == revs[::-1]
+        assert len(pages) == 3
+        # a revision names the store's history: the store's log starts there too
+        store_log = bob.call("log", path="notes", rev=revs[2], limit=1)["entries"]
+        assert store_log[0]["rev"] == revs[2]
+        # `until` keeps what is at or before it; nothing before the epoch of these commits
+        newest = bob.log(path)[0]
+        assert bob.call("log", path=path, until="2000-01-01")["entries"] == []
+        kept = bob.call("log", path=path, until=time_of(newest["at"] + 1))["entries"]
+        assert kept[0]["rev"] == revs[-1]
+        with pytest.raises(InvalidError, match="belongs to one store"):
+            bob.call("log", rev=revs[0])
+        with pytest.raises(InvalidError, match="bad revision"):
+            bob.call("log", path=path, rev="yesterday")
+        with pytest.raises(NotFoundError):
+            bob.call("log", path=path, rev="0000000")
+    with connect_as(UID_C, daemon.socket) as carol, pytest.raises(PermissionDeniedError):
+        carol.call("log", path="ops", rev="HEAD")
+
+
+def time_of(at: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
