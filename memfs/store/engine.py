@@ -40,6 +40,7 @@ from memfs.store.errors import (
 from memfs.store.globs import compile_glob, literal_store
 from memfs.store.history import StoreHistory
 from memfs.store.history_ops import HistoryOps
+from memfs.store.looking import FileInfo, Looking
 from memfs.store.pages import Page, read_page
 from memfs.store.paths import MemPath
 from memfs.store.seen import SeenRecords
@@ -97,17 +98,7 @@ RESERVED = ("sessions", "tasks", "decisions")  # folders of a structured store
 Reader = Callable[[str], bytes | None]  # path below a store -> its bytes, None if missing
 
 
-@dataclass(frozen=True)
-class FileInfo:
-    path: MemPath
-    digest: str
-    size: int
-    seen: str | None
-    last_writer: str | None
-    last_written_at: float | None
-
-
-class Engine(HistoryOps):
+class Engine(HistoryOps, Looking):
     def __init__(self, config: Config) -> None:
         self.config = config
         self.root = config.root
