@@ -38,7 +38,7 @@ from memfs.store.errors import (
     TooLarge,
 )
 from memfs.store.globs import compile_glob, literal_store
-from memfs.store.history import StoreHistory
+from memfs.store.history import SINGLE_PATH_OPS, StoreHistory
 from memfs.store.history_ops import HistoryOps
 from memfs.store.looking import FileInfo, Looking
 from memfs.store.pages import Page, read_page
@@ -466,6 +466,8 @@ class Engine(HistoryOps, Looking):
                 plan = decide(lambda rel: self.current_bytes(_mem_path(store, rel)))
                 if not plan.writes:
                     return plan.result, None
+                if plan.op in SINGLE_PATH_OPS:  # the log reads those as one-path commits
+                    raise ValueError(f"a plan's op cannot be {plan.op!r}")
                 for rel, data in sorted(plan.writes.items()):
                     path = _mem_path(store, rel)
                     parent = self._parent(path, create=data is not None)

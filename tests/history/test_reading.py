@@ -225,3 +225,39 @@ def time_of(at: float) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_log_of_a_path_agrees_with_the_trees(daemon: Daemon, root: Path) -> None:
+    """The log of a file or folder reads single-path commits (write, append, edit,
+    delete, restore) from their message; it must name exactly the commits whose tree
+    changed that path, also for names with spaces or " to " in them."""
+    names = ["notes/agree/a.md", "notes/agree/b c.md", "notes/agree/x to y.md",
+             "notes/agree/sub/d.md", "notes/agree2/e.md"]
+    with connect_as(UID_A, daemon.socket) as alice:
+        for round_ in range(3):
+            for name in names:
+                alice.write(name, f"{name} {round_}\n", force=True)
+        alice.write("notes/agree/a.md", "appended\n", append=True)
+        first = alice.log("notes/agree/x to y.md")[-1]["rev"]
+        alice.call("restore", path="notes/agree/x to y.md", rev=first, force=True)
+        alice.call("delete", path="notes/agree/b c.md", force=True)
+        alice.write("notes/agree/b c.md", "again\n", force=True)
+        history = commits(root, "notes")
+        for rel in ["agree/a.md", "agree/b c.md", "agree/x to y.md", "agree/sub/d.md",
+                    "agree/sub", "agree", "agree2", "agree/x"]:
+            expected = []
+            for commit in history:
+                parent = commit.parents[0] if commit.parents else None
+                before = tree_entry(parent, rel) if parent else None
+                if tree_entry(commit, rel) != before:
+                    expected.append(str(commit.id))
+            got = [e["rev"] for e in alice.log(f"notes/{rel}", limit=10_000)]
+            assert got == expected, rel
+            assert got or rel == "agree/x", rel
+
+
+def tree_entry(commit: object, rel: str) -> object:
+    try:
+        return commit.tree[rel].id  # type: ignore[attr-defined]
+    except KeyError:
+        return None
