@@ -245,9 +245,9 @@ def test_bad_and_revoked_tokens_cannot_sign_in(browser: Any, daemon: Daemon) -> 
     assert "unknown, revoked or expired" in message[0].text
 
 
-def test_a_tour_of_every_page(browser: Any, daemon: Daemon, tokens: dict[str, str]) -> None:
-    """Every page renders in the browser without a console error (no CSP violation,
-    no failed load); each is saved as a screenshot."""
+def seed_tour(daemon: Daemon) -> dict[str, Any]:
+    """Memory that looks like a team's: notes, runbooks, tasks (one lease abandoned),
+    decisions (one superseded), a session handed off."""
     with connect_as(UID_A, daemon.socket) as alice:
         alice.write("notes/incidents/checkout-timeouts.md",
                     "---\ntitle: Checkout timeouts\n---\n# Checkout timeouts\n\n"
@@ -255,6 +255,10 @@ def test_a_tour_of_every_page(browser: Any, daemon: Daemon, tokens: dict[str, st
                     "5,000\n- consumers: 8\n\n| time | what |\n|---|---|\n| 10:02 | alert |\n"
                     "| 10:30 | consumers raised to 12 |\n\nSee [the runbook]"
                     "(../runbooks/retry-queue.md).\n")
+        alice.write("notes/runbooks/retry-queue.md", "# Retry queue\n\nConsumers: 8\n")
+        alice.write("notes/runbooks/retry-queue.md", "# Retry queue\n\nConsumers: 12\n"
+                    "Alert when lag > 2,000\n")
+        alice.write("ops/oncall/rotation.md", "# On-call\n\n- week 48: alice\n- week 49: bob\n")
         first = alice.call("decision_record", store="team", title="Alert on retry lag above "
                            "5,000", decision="Page on-call when lag > 5,000", reason="noise")
         alice.call("decision_record", store="team", title="Alert on retry lag above 2,000",
@@ -265,28 +269,52 @@ def test_a_tour_of_every_page(browser: Any, daemon: Daemon, tokens: dict[str, st
                    note="consumers at 8, lag falling")
         alice.call("session_handoff", store="team", session=session["id"],
                    summary="queue drained", next="watch the new alert for a week")
-    sign_in(browser, daemon, tokens["alice"])
-    browser.get_log("browser")
-    pages = [("/ui/", "overview"), ("/ui/stores/notes/", "store"),
-             ("/ui/stores/notes/files/incidents/checkout-timeouts.md", "file"),
-             ("/ui/stores/notes/history", "history"), ("/ui/stores/team/decisions", "decisions"),
-             ("/ui/stores/team/sessions", "sessions"), ("/ui/stores/team/tasks", "tasks"),
-             ("/ui/changes?since=1h", "changes"), ("/ui/stores/notes/commits/HEAD", "commit")]
-    for path, name in pages:
-        visit(browser, daemon, path)
-        assert browser.find_element(By.ID, "agent").text == "alice", path
-        assert "error-message" not in browser.page_source, path
-        screenshot(browser, f"page-{name}")
-        assert console_errors(browser) == [], path
-    visit(browser, daemon, "/ui/stores/team/decisions")
-    superseded = browser.find_element(By.CSS_SELECTOR, ".decision.superseded .superseded-by a")
-    newer = superseded.get_attribute("href").rsplit("#", 1)[1]
-    assert browser.find_element(By.ID, newer).find_element(
-        By.CSS_SELECTOR, ".supersedes a").get_attribute("href").endswith(
-        f"#d-{first['id']}")  # linked both ways
-    visit(browser, daemon, "/ui/stores/team/sessions")
-    nexts = browser.find_elements(By.CSS_SELECTOR, ".handoff .next")
-    assert any("watch the new alert for a week" in n.text for n in nexts)
-    assert nexts[0].value_of_css_property("background-color") != \
-        browser.find_element(By.CSS_SELECTOR, ".session").value_of_css_property(
-            "background-color")  # highlighted
+    with connect_as(UID_B, daemon.socket) as bob:
+        bob.call("task_add", store="team", task="document-alerts", title="Document the alerts")
+        bob.call("task_add", store="team", task="rate-limits", title="Add rate limiting")
+        bob.call("task_claim", store="team", task="rate-limits", ttl="2h")
+        bob.call("task_add", store="team", task="replay-dead-letters",
+                 title="Replay the dead letters")
+        bob.call("task_claim", store="team", task="replay-dead-letters", ttl="1s")
+        deadline = time.monotonic() + scaled(WAIT)
+        while bob.call("task_show", store="team", task="replay-dead-letters")["status"] \
+                != "expired":
+            assert time.monotonic() < deadline, "the 1 s lease never expired"
+            time.sleep(0.2)
+    return first
+
+
+def test_a_tour_of_every_page(browser: Any) -> None:
+    """Every page renders in the browser without a console error (no CSP violation,
+    no failed load); each is saved as a screenshot (the README's comes from here)."""
+    from tests.http.conftest import http_config
+
+    with Daemon(http_config("memfs-web-tour-")) as daemon:
+        first = seed_tour(daemon)
+        sign_in(browser, daemon, daemon.token("alice"))
+        browser.get_log("browser")
+        pages = [("/ui/", "overview"), ("/ui/stores/notes/", "store"),
+                 ("/ui/stores/notes/files/incidents/checkout-timeouts.md", "file"),
+                 ("/ui/stores/notes/history", "history"),
+                 ("/ui/stores/team/decisions", "decisions"),
+                 ("/ui/stores/team/sessions", "sessions"), ("/ui/stores/team/tasks", "tasks"),
+                 ("/ui/changes?since=1h", "changes"), ("/ui/stores/notes/commits/HEAD", "commit")]
+        for path, name in pages:
+            visit(browser, daemon, path)
+            assert browser.find_element(By.ID, "agent").text == "alice", path
+            assert "error-message" not in browser.page_source, path
+            screenshot(browser, f"page-{name}")
+            assert console_errors(browser) == [], path
+        visit(browser, daemon, "/ui/stores/team/decisions")
+        superseded = browser.find_element(By.CSS_SELECTOR,
+                                          ".decision.superseded .superseded-by a")
+        newer = superseded.get_attribute("href").rsplit("#", 1)[1]
+        assert browser.find_element(By.ID, newer).find_element(
+            By.CSS_SELECTOR, ".supersedes a").get_attribute("href").endswith(
+            f"#d-{first['id']}")  # linked both ways
+        visit(browser, daemon, "/ui/stores/team/sessions")
+        nexts = browser.find_elements(By.CSS_SELECTOR, ".handoff .next")
+        assert any("watch the new alert for a week" in n.text for n in nexts)
+        assert nexts[0].value_of_css_property("background-color") != \
+            browser.find_element(By.CSS_SELECTOR, ".session").value_of_css_property(
+                "background-color")  # highlighted
