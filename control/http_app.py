@@ -4,9 +4,11 @@ process, no second engine).
 
 Routes: ``/healthz`` and ``/v1/openapi.json`` (public), REST ``/v1/...``
 (control/http_rest.py, control/http_routes.py), MCP at ``/mcp`` (control/http_mcp.py),
-``/metrics`` (control/metrics.py; public only with ``[http] public_metrics``).
-Everything else needs ``Authorization: Bearer TOKEN`` (control/http_auth.py). Every
-error is a problem+json answer; no request can stop the listener.
+``/metrics`` (control/metrics.py; public only with ``[http] public_metrics``), and the
+read-only web view at ``/ui/`` (control/web/), whose pages take a sign-in cookie
+opened with a token instead of the header. Everything else needs ``Authorization:
+Bearer TOKEN`` (control/http_auth.py). Every error is a problem+json answer (an HTML
+page under ``/ui/``); no request can stop the listener.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from control import http_rest, http_routes
@@ -34,10 +36,13 @@ from control.http_openapi import document
 from control.http_problems import problem
 from control.metrics import CONTENT_TYPE, Metrics
 from control.server import max_line_bytes
+from control.web.app import build as build_web
+from control.web.live import CommitFeed
 from memfs.config import HttpConfig
 
 log = logging.getLogger("memfs.http")
 PUBLIC = frozenset({"/healthz", "/v1/openapi.json"})
+WEB = "/ui"  # the web view: its own sign-in (control/web/signin.py), not the header
 GRACEFUL_SECONDS = 3.0  # in-flight requests get this long at shutdown
 
 
@@ -68,8 +73,11 @@ class _Counting:
             self.metrics.http_requests.labels(str(status)).inc()
 
 
-def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None) -> Starlette:
-    """The application for ``dispatcher``'s engine, its tokens and ``metrics``."""
+def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
+              feed: CommitFeed | None = None) -> Starlette:
+    """The application for ``dispatcher``'s engine, its tokens and ``metrics``;
+    ``feed``: the commit notifications of the web view's live pages (none: the pages
+    do not update by themselves)."""
     config = dispatcher.engine.config
     api = http_rest.Api(dispatcher)
     mcp = McpEndpoint(dispatcher, max_line_bytes(config.max_file_size), metrics)
@@ -103,8 +111,12 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None)
             yield
 
     public = PUBLIC | ({"/metrics"} if http.public_metrics else set())
+
+    def no_header(path: str) -> bool:
+        return path in public or path == WEB or path.startswith(f"{WEB}/")
+
     middleware = [Middleware(BearerAuth, tokens=dispatcher.tokens, agents=config.agents,
-                             public=public.__contains__)]
+                             public=no_header)]
     if metrics is not None:
         middleware.insert(0, Middleware(_Counting, metrics=metrics))
     routes = [
@@ -114,6 +126,8 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None)
         Route("/mcp", mcp),
         *http_rest.routes(api),
         *http_routes.routes(api),
+        Route(WEB, lambda _: RedirectResponse(f"{WEB}/", 308), methods=["GET", "HEAD"]),
+        Mount(WEB, build_web(dispatcher, feed)),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                      exception_handlers={404: not_found, 405: not_allowed,

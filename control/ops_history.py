@@ -47,8 +47,10 @@ class HistoryRequests:
     def _log(self, agent: str, request: p.LogRequest) -> dict[str, Any]:
         target = None if request.path is None else self._store_or_path(request.path)
         since = None if request.since is None else parse_time(request.since)
+        until = None if request.until is None else parse_time(request.until)
         entries = self.engine.log(agent, target, limit=request.limit, since=since,
-                                  author=request.author, patch=request.patch)
+                                  until=until, start=request.rev, author=request.author,
+                                  patch=request.patch)
         return {"entries": [entry_fields(store, entry) for store, entry in entries]}
 
     def _show(self, agent: str, request: p.ShowRequest) -> dict[str, Any]:

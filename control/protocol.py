@@ -154,6 +154,10 @@ class LogRequest(_Request):
     path: str | None = Field(default=None, max_length=MAX_ARG_LEN)
     limit: int = Field(default=20, ge=1, le=10_000)
     since: Rev | None = None  # a time: only changes at or after it
+    until: Rev | None = None  # a time: only changes at or before it
+    # start at this revision instead of the newest (inclusive; needs a store or path):
+    # paging, with the revision of the entry after the last one shown
+    rev: Rev | None = None
     author: str | None = Field(default=None, max_length=64)
     patch: bool = False  # each entry with its diff
 

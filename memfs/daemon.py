@@ -166,27 +166,36 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
         await sweep_seen_records(engine, first=True)
         listener = await open_listener(config.socket)
         async with trio.open_nursery() as nursery:
+            changed_elsewhere: list[Callable[[str], None]] = []
             if mount:
                 from memfs.fuse.mount import serve_mount
 
                 view = await nursery.start(serve_mount, engine, config.mount)
-                nursery.start_soon(watch_other_daemons, engine, view.store_changed)
+                changed_elsewhere.append(view.store_changed)
             nursery.start_soon(sweep_seen_records, engine)
             nursery.start_soon(maintain_history, engine)
             await nursery.start(server.serve, listener)
             nursery.start_soon(check_shared_root, config.root)
             http_stop = http_stopped = None
             where = f"mount {config.mount}, " if mount else ""
+            feed = None
             if config.http is not None:
                 from control.http_app import build_app, serve_http
+                from control.web.live import CommitFeed
 
                 http_stop, http_stopped = trio.Event(), trio.Event()
-                app = build_app(dispatcher, config.http, metrics)
+                # the web view's live pages: commits (ours, and other daemons') as events
+                feed = CommitFeed(trio.lowlevel.current_trio_token(), config.access)
+                engine.commit_listeners.append(feed.committed)
+                changed_elsewhere.append(feed.store_changed)
+                app = build_app(dispatcher, config.http, metrics, feed)
                 urls = await nursery.start(functools.partial(
                     serve_http, app, config.http, stop=http_stop, stopped=http_stopped))
                 log.info("http: listening on %s", ", ".join(urls))
                 where += f"http {', '.join(urls)}, "
                 nursery.start_soon(flush_token_usage, dispatcher)
+            if changed_elsewhere:
+                nursery.start_soon(watch_other_daemons, engine, _each(changed_elsewhere))
             log.info("serving: %ssocket %s, root %s", where, config.socket, config.root)
             notify(f"READY=1\nSTATUS=serving: {where}socket {config.socket}")
             if banner:
@@ -195,6 +204,9 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
                 async for signum in signals:
                     log.info("%s received: shutting down", signal.Signals(signum).name)
                     notify("STOPPING=1")
+                    if feed is not None:
+                        feed.close()  # live pages' event streams end at once
+                        engine.commit_listeners.remove(feed.committed)
                     if http_stop is not None and http_stopped is not None:
                         http_stop.set()  # requests in flight finish first (bounded)
                         with trio.move_on_after(HTTP_STOP_SECONDS):
@@ -245,6 +257,20 @@ async def watch_other_daemons(engine: Engine, store_changed: Callable[[str], Non
         for store in sorted(changed | again):
             await trio.to_thread.run_sync(store_changed, store)
         again = changed
+
+
+def _each(callbacks: list[Callable[[str], None]]) -> Callable[[str], None]:
+    """One callback that calls each of ``callbacks`` in turn (a failure of one is
+    logged; the others still run)."""
+
+    def call(store: str) -> None:
+        for callback in callbacks:
+            try:
+                callback(store)
+            except Exception as error:  # a hint must never stop the watch
+                log.warning("noting another daemon's change of %s failed: %r", store, error)
+
+    return call
 
 
 HTTP_STOP_SECONDS = 10.0

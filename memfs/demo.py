@@ -98,6 +98,7 @@ HTTP API (REST under /v1, MCP at /mcp, /metrics) on {url}, as agent "demo":
   export MEMFS_TOKEN={token}
   curl -H "Authorization: Bearer $MEMFS_TOKEN" {url}/v1/stores
   curl -i -H "Authorization: Bearer $MEMFS_TOKEN" {url}/v1/stores/oncall-notes/files/README.md
+Web view (read-only) in a browser: {url}/ui/ (sign in with that token)
 """
     return f"""
 memfs demo is running (agent "demo" = uid {config.agents['demo'].uid}); root {config.root}

@@ -150,6 +150,19 @@ class Tokens:
             self._used[record.id] = now
         return record
 
+    def active(self, token_id: str, now: float | None = None) -> TokenRecord | None:
+        """The record of the token named ``token_id`` while it is active (not
+        revoked, not expired), else None; for what was opened with a verified token
+        (the web view's sign-ins), so that revoking or expiring the token ends it.
+        Re-reads the file when it changed, like `verify`; notes the use."""
+        now = time.time() if now is None else now
+        record = self._fresh().get(token_id)
+        if record is None or record.state(now) != "active":
+            return None
+        with self._mutex:
+            self._used[record.id] = now
+        return record
+
     def list(self) -> list[TokenRecord]:
         """Every token on file, oldest first, with uses not yet written merged in."""
         records = self._read()

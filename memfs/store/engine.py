@@ -38,8 +38,9 @@ from memfs.store.errors import (
     TooLarge,
 )
 from memfs.store.globs import compile_glob, literal_store
-from memfs.store.history import StoreHistory
+from memfs.store.history import SINGLE_PATH_OPS, StoreHistory
 from memfs.store.history_ops import HistoryOps
+from memfs.store.looking import FileInfo, Looking
 from memfs.store.pages import Page, read_page
 from memfs.store.paths import MemPath
 from memfs.store.seen import SeenRecords
@@ -99,17 +100,7 @@ RESERVED = ("sessions", "tasks", "decisions")  # folders of a structured store
 Reader = Callable[[str], bytes | None]  # path below a store -> its bytes, None if missing
 
 
-@dataclass(frozen=True)
-class FileInfo:
-    path: MemPath
-    digest: str
-    size: int
-    seen: str | None
-    last_writer: str | None
-    last_written_at: float | None
-
-
-class Engine(HistoryOps):
+class Engine(HistoryOps, Looking):
     def __init__(self, config: Config) -> None:
         self.config = config
         self.root = config.root
@@ -482,6 +473,8 @@ class Engine(HistoryOps):
                 plan = decide(lambda rel: self.current_bytes(_mem_path(store, rel)))
                 if not plan.writes:
                     return plan.result, None
+                if plan.op in SINGLE_PATH_OPS:  # the log reads those as one-path commits
+                    raise ValueError(f"a plan's op cannot be {plan.op!r}")
                 for rel, data in sorted(plan.writes.items()):
                     path = _mem_path(store, rel)
                     parent = self._parent(path, create=data is not None)

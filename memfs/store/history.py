@@ -441,28 +441,42 @@ class StoreHistory:
         raise InvalidInput(f"bad revision {rev!r}: use a commit id (at least 4 hex digits), "
                            "HEAD~N, or a time such as 2026-11-30T10:00")
 
+    def _changes(self, commit: pygit2.Commit, parent: pygit2.Commit | None, rel: str) -> bool:
+        """Whether ``commit`` changed ``rel`` (a file, or anything below a folder):
+        from the message for a single-path op, else by comparing the trees."""
+        named = named_path(commit.message, self.store)
+        if named is not None:
+            return _under(named, rel)
+        return _entry_id(commit.tree, rel) != (_entry_id(parent.tree, rel) if parent else None)
+
     def _walk(self, repo: pygit2.Repository, head: pygit2.Commit) -> Iterator[pygit2.Commit]:
         walker = repo.walk(head.id, pygit2.enums.SortMode.NONE)
         walker.simplify_first_parent()
         yield from walker
 
     def log(self, rel: str | None = None, *, limit: int = 20, since: float | None = None,
+            until: float | None = None, start: str | None = None,
             author: str | None = None, patch: bool = False) -> list[Entry]:
         """Commits newest first, at most ``limit``; only those that changed ``rel`` (a
-        file or folder) when given, made by ``author``, at or after ``since``."""
+        file or folder) when given, made by ``author``, at or after ``since`` and at
+        or before ``until``; from ``start`` (a revision, see `resolve`; inclusive)
+        back, else from the newest. Raises InvalidInput, NotFound (bad ``start``)."""
         repo = self._reader()
         head = self.head(repo)
         entries: list[Entry] = []
+        if start is not None:
+            head = self.resolve(start)
         if head is None:
             return entries
         for commit in self._walk(repo, head):
             if since is not None and commit.commit_time < since:
                 continue
+            if until is not None and commit.commit_time > until:
+                continue
             if author is not None and commit.author.name != author:
                 continue
             parent = commit.parents[0] if commit.parents else None
-            if rel is not None and _entry_id(commit.tree, rel) == (
-                    _entry_id(parent.tree, rel) if parent else None):
+            if rel is not None and not self._changes(commit, parent, rel):
                 continue
             entries.append(self._entry(repo, commit, parent, rel if patch else None, patch))
             if len(entries) >= limit:
@@ -505,11 +519,33 @@ class StoreHistory:
             return
         for commit in self._walk(repo, head):
             parent = commit.parents[0] if commit.parents else None
-            mine = _entry_id(commit.tree, rel)
-            if mine == (_entry_id(parent.tree, rel) if parent else None):
+            if not self._changes(commit, parent, rel):
                 continue
+            mine = _entry_id(commit.tree, rel)
             blob = repo[mine] if mine is not None else None
             yield commit, blob.data if isinstance(blob, pygit2.Blob) else None
+
+
+# The ops whose commit changes exactly the one path its summary names (engine.py:
+# "write STORE/PATH", "append ...", "edit ...", "delete ...", "restore STORE/PATH to
+# REV"); Engine.update (several paths) never uses them. `_changes` answers for these
+# from the message alone: no tree is read, which in a big folder is most of the cost.
+SINGLE_PATH_OPS = frozenset({"write", "append", "edit", "delete", "restore"})
+
+
+def named_path(message: str, store: str) -> str | None:
+    """The path below the store that a single-path commit's message names, else None
+    (another op, or a message memfs did not write)."""
+    op = _trailers(message).get("Memfs-Op")
+    summary = message.split("\n", 1)[0]
+    if op not in SINGLE_PATH_OPS or not summary.startswith(f"{op} {store}/"):
+        return None
+    named = summary[len(op) + len(store) + 2:]
+    if op == "restore":
+        named, to, rev = named.rpartition(" to ")
+        if not to or not _REV_HEX.fullmatch(rev):
+            return None
+    return named or None
 
 
 def _entry_id(tree: pygit2.Tree, rel: str) -> pygit2.Oid | None:

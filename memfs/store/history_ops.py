@@ -61,21 +61,30 @@ class HistoryOps(_HasStores):
         return history
 
     def log(self, agent: str, target: MemPath | None, *, limit: int = 20,
-            since: float | None = None, author: str | None = None,
+            since: float | None = None, until: float | None = None,
+            start: str | None = None, author: str | None = None,
             patch: bool = False) -> list[tuple[str, Entry]]:
         """(store, entry) newest first: of one file or folder (``target`` with parts),
-        one store (no parts), or every readable store with history (None)."""
+        one store (no parts), or every readable store with history (None). ``since`` /
+        ``until``: times bounding the changes; ``start``: a revision of the target's
+        store to begin at (inclusive) instead of the newest, for paging. Raises
+        PermissionDenied, NotFound, InvalidInput (``start`` without a target)."""
         if target is not None:
             history = self._history(agent, target.store)
             rel = target.rel or None
             return [(target.store, entry) for entry in history.log(
-                rel, limit=limit, since=since, author=author, patch=patch)]
+                rel, limit=limit, since=since, until=until, start=start, author=author,
+                patch=patch)]
+        if start is not None:
+            raise InvalidInput("a starting revision belongs to one store: name the store "
+                               "(or a path in it)")
         logs = []
         for store in self.readable_stores(agent):
             kept = self._store_history(store)
             if kept is not None:
                 logs.append([(store, entry) for entry in kept.log(
-                    None, limit=limit, since=since, author=author, patch=patch)])
+                    None, limit=limit, since=since, until=until, author=author,
+                    patch=patch)])
         merged = heapq.merge(*logs, key=lambda item: -item[1].at)
         return [item for _, item in zip(range(limit), merged, strict=False)]
 

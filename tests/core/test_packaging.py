@@ -1,7 +1,8 @@
 """Packaging: a wheel builds from a fresh copy of the checkout (what git tracks, no
 .venv, no build leftovers), carries every package and both scripts, declares the
-runtime dependencies (ripgrep, starlette, hypercorn, prometheus-client) outside the
-test extras, and the installed `memfs` runs from it, finding its own build-sed-jail."""
+runtime dependencies (ripgrep, starlette, hypercorn, prometheus-client, jinja2,
+markdown-it-py) outside the test extras, carries the web view's templates and static
+files, and the installed `memfs` runs from it, finding its own build-sed-jail."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from tests.support import REPO
 
 RUNTIME = ("pyfuse3", "trio", "pydantic", "mcp", "pygit2", "ripgrep", "starlette", "hypercorn",
-           "prometheus-client")
+           "prometheus-client", "jinja2", "markdown-it-py")
 
 
 def fresh_copy(dest: Path) -> Path:
@@ -50,7 +51,10 @@ def test_wheel_builds_and_runs(tmp_path: Path) -> None:
                     archive.read(metadata).decode().splitlines()
                     if line.startswith("Requires-Dist: ")]
     for module in ("memfs/daemon.py", "memfs/tokens.py", "control/http_app.py",
-                   "control/http_mcp.py", "jail/api.py", "memfs/fuse/view.py"):
+                   "control/http_mcp.py", "jail/api.py", "memfs/fuse/view.py",
+                   "control/web/app.py", "control/web/templates/base.html",
+                   "control/web/templates/overview.html", "control/web/static/web.css",
+                   "control/web/static/live.js"):
         assert module in names, module
     scripts = {n.rsplit("/", 1)[1] for n in names if ".data/scripts/" in n}
     assert scripts == {"memfs", "build-sed-jail"}
@@ -58,7 +62,7 @@ def test_wheel_builds_and_runs(tmp_path: Path) -> None:
     runtime = [r for r in requires if "extra ==" not in r]
     for dependency in RUNTIME:
         assert any(r.lower().startswith(dependency) for r in runtime), (dependency, runtime)
-    for test_only in ("pytest", "httpx", "ruff", "mypy"):
+    for test_only in ("pytest", "httpx", "ruff", "mypy", "selenium"):
         assert not any(r.lower().startswith(test_only) for r in runtime), test_only
 
     # Installed into a new environment (dependencies borrowed from ours, not memfs)
@@ -78,6 +82,8 @@ def test_wheel_builds_and_runs(tmp_path: Path) -> None:
     assert helped.returncode == 0 and "token" in helped.stdout, helped
     where = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import memfs.daemon as d, control.http_app; "
+         "from control.web.templating import environment; "
+         "environment().get_template('overview.html'); "
          "print(d.__file__); print(d.build_sed_jail_script())"],
         capture_output=True, text=True, cwd="/", timeout=60)
     module_file, script = where.stdout.split()

@@ -189,3 +189,75 @@ def test_cli(daemon: Daemon) -> None:
     assert memfs_as(UID_C, sock, "restore", path, revs[0]).returncode == 4
     entries = json.loads(memfs_as(UID_B, sock, "--json", "log", "-n", "1", path).stdout)
     assert [(e["op"], e["author"]) for e in entries["entries"]] == [("restore", "bob")]
+
+
+def test_log_pages_from_a_revision_and_bounds_times(daemon: Daemon) -> None:
+    path, revs = fresh(daemon, [f"v{n}\n" for n in range(7)])
+    with connect_as(UID_B, daemon.socket) as bob:
+        pages, start = [], None
+        while True:  # 3 a page, each page starting at the entry after the last shown
+            got = bob.call("log", path=path, limit=4, **({"rev": start} if start else {}))
+            pages.append([e["rev"] for e in got["entries"][:3]])
+            if len(got["entries"]) < 4:
+                break
+            start = got["entries"][3]["rev"]
+        assert [rev for page in pages for rev in page] == revs[::-1]
+        assert len(pages) == 3
+        # a revision names the store's history: the store's log starts there too
+        store_log = bob.call("log", path="notes", rev=revs[2], limit=1)["entries"]
+        assert store_log[0]["rev"] == revs[2]
+        # `until` keeps what is at or before it; nothing before the epoch of these commits
+        newest = bob.log(path)[0]
+        assert bob.call("log", path=path, until="2000-01-01")["entries"] == []
+        kept = bob.call("log", path=path, until=time_of(newest["at"] + 1))["entries"]
+        assert kept[0]["rev"] == revs[-1]
+        with pytest.raises(InvalidError, match="belongs to one store"):
+            bob.call("log", rev=revs[0])
+        with pytest.raises(InvalidError, match="bad revision"):
+            bob.call("log", path=path, rev="yesterday")
+        with pytest.raises(NotFoundError):
+            bob.call("log", path=path, rev="0000000")
+    with connect_as(UID_C, daemon.socket) as carol, pytest.raises(PermissionDeniedError):
+        carol.call("log", path="ops", rev="HEAD")
+
+
+def time_of(at: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_log_of_a_path_agrees_with_the_trees(daemon: Daemon, root: Path) -> None:
+    """The log of a file or folder reads single-path commits (write, append, edit,
+    delete, restore) from their message; it must name exactly the commits whose tree
+    changed that path, also for names with spaces or " to " in them."""
+    names = ["notes/agree/a.md", "notes/agree/b c.md", "notes/agree/x to y.md",
+             "notes/agree/sub/d.md", "notes/agree2/e.md"]
+    with connect_as(UID_A, daemon.socket) as alice:
+        for round_ in range(3):
+            for name in names:
+                alice.write(name, f"{name} {round_}\n", force=True)
+        alice.write("notes/agree/a.md", "appended\n", append=True)
+        first = alice.log("notes/agree/x to y.md")[-1]["rev"]
+        alice.call("restore", path="notes/agree/x to y.md", rev=first, force=True)
+        alice.call("delete", path="notes/agree/b c.md", force=True)
+        alice.write("notes/agree/b c.md", "again\n", force=True)
+        history = commits(root, "notes")
+        for rel in ["agree/a.md", "agree/b c.md", "agree/x to y.md", "agree/sub/d.md",
+                    "agree/sub", "agree", "agree2", "agree/x"]:
+            expected = []
+            for commit in history:
+                parent = commit.parents[0] if commit.parents else None
+                before = tree_entry(parent, rel) if parent else None
+                if tree_entry(commit, rel) != before:
+                    expected.append(str(commit.id))
+            got = [e["rev"] for e in alice.log(f"notes/{rel}", limit=10_000)]
+            assert got == expected, rel
+            assert got or rel == "agree/x", rel
+
+
+def tree_entry(commit: object, rel: str) -> object:
+    try:
+        return commit.tree[rel].id  # type: ignore[attr-defined]
+    except KeyError:
+        return None

@@ -21,4 +21,5 @@ def test_demo_serves_http_with_a_printed_token(tmp_path: Path) -> None:
     banner = demo_banner(config, second)
     assert f"export MEMFS_TOKEN={second}" in banner
     assert 'curl -H "Authorization: Bearer $MEMFS_TOKEN" http://127.0.0.1:7800/v1/stores' in banner
+    assert "http://127.0.0.1:7800/ui/ (sign in with that token)" in banner
     assert "MEMFS_TOKEN" not in demo_banner(config)
