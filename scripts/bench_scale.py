@@ -3,7 +3,8 @@
 `memfs grep`, `ls -R` and `rg` through the mount (next to the same on the backing
 folder), the latency of one versioned 4 KiB replace (with history and without), and
 the daemon's resident memory after all that. Run as root:
-`.venv/bin/python scripts/bench_scale.py [--big]` (scripts/bench --scale runs it; --scale=big passes --big).
+`.venv/bin/python scripts/bench_scale.py [--big]` (`scripts/bench --scale` runs it;
+`--scale=big` passes --big).
 """
 
 from __future__ import annotations

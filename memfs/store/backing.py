@@ -115,11 +115,7 @@ def open_for_append(parent_fd: int, name: str) -> int | None:
         if error.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ETXTBSY):
             raise InvalidInput(f"{name!r} is not a regular file memfs keeps") from None
         raise
-    st = os.fstat(fd)
-    if not is_kept(st):
-        os.close(fd)
-        raise InvalidInput(f"{name!r} {not_kept_reason(st)}")
-    return fd
+    return _kept(fd, name)
 
 
 def open_dir(parent_fd: int, name: str) -> int:
@@ -183,11 +179,7 @@ def open_regular(parent_fd: int, name: str) -> int | None:
         if error.errno in (errno.ENXIO, errno.EISDIR):
             raise InvalidInput(f"{name!r} is not a regular file") from None
         raise
-    st = os.fstat(fd)
-    if not is_kept(st):
-        os.close(fd)
-        raise InvalidInput(f"{name!r} {not_kept_reason(st)}")
-    return fd
+    return _kept(fd, name)
 
 
 _UNSUPPORTED = -1  # from _Openat2.open: walk instead
@@ -341,3 +333,12 @@ def walk_files(store_fd: int, prefix: tuple[str, ...] = ()) -> Iterator[Entry]:
                     continue
         finally:
             os.close(dir_fd)
+
+
+def _kept(fd: int, name: str) -> int:
+    """``fd`` if it is a file memfs keeps (`is_kept`); else closed, and InvalidInput."""
+    st = os.fstat(fd)
+    if not is_kept(st):
+        os.close(fd)
+        raise InvalidInput(f"{name!r} {not_kept_reason(st)}")
+    return fd

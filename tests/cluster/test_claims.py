@@ -4,10 +4,9 @@ flock on the shared volume)."""
 
 from __future__ import annotations
 
-import threading
-
-from control.client import Client, MemfsClientError
+from control.client import Client
 from tests.cluster.conftest import FIRST_UID, WORKERS, Cluster, start_daemons, stop_all
+from tests.memory.claims import assert_one_winner_per_round, claim_rounds
 from tests.support import connect_as
 
 ROUNDS = 40
@@ -21,38 +20,10 @@ def test_one_winner_per_round_across_hosts(cluster: Cluster) -> None:
         clients: list[Client] = [connect_as(FIRST_UID + n, daemons[n % len(daemons)].socket)
                                  for n in range(WORKERS)]
         clients[0].call("task_add", store="team", task="contended", title="one winner")
-        barrier = threading.Barrier(WORKERS)
-        outcomes: list[list[str]] = [[] for _ in range(ROUNDS)]
-        errors: list[BaseException] = []
-
-        def worker(index: int) -> None:
-            try:
-                for round_ in range(ROUNDS):
-                    barrier.wait(timeout=120)
-                    try:
-                        clients[index].call("task_claim", store="team", task="contended")
-                        outcomes[round_].append(f"win:{index}")
-                    except MemfsClientError as error:
-                        outcomes[round_].append(error.code)
-                    barrier.wait(timeout=120)
-                    if f"win:{index}" in outcomes[round_]:
-                        clients[index].call("task_release", store="team", task="contended")
-                    barrier.wait(timeout=120)
-            except BaseException as error:  # pragma: no cover - reported below
-                errors.append(error)
-                barrier.abort()
-
-        threads = [threading.Thread(target=worker, args=(n,)) for n in range(WORKERS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert not errors, errors
-        for round_, results in enumerate(outcomes):
-            assert sum(r.startswith("win:") for r in results) == 1, (round_, results)
-            assert results.count("lease_held") == WORKERS - 1, (round_, results)
-        winners = {int(r[4:]) % len(daemons) for rs in outcomes for r in rs if r[:4] == "win:"}
-        assert len(winners) > 1, "every round was won through the same host"
+        outcomes = claim_rounds(clients, ROUNDS, timeout=120)
+        winners = assert_one_winner_per_round(outcomes, WORKERS)
+        assert len({index % len(daemons) for index in winners}) > 1, \
+            "every round was won through the same host"
         for client in clients:
             client.close()
     finally:
