@@ -50,7 +50,7 @@ def _ident(st: os.stat_result) -> Ident:
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # one per path met: no per-instance dict
 class Node:
     ino: int
     store: str  # "" for the root
@@ -83,7 +83,7 @@ class Node:
         return self.path if self.path is not None else MemPath(self.store, self.parts)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Handle:
     fd: int
     node: Node

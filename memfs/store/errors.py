@@ -31,7 +31,7 @@ class NotFound(MemfsError):
     """The store or file does not exist (for an agent allowed to know it)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LastWrite:
     """Who last committed a file through memfs, and when (epoch seconds)."""
 

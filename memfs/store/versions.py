@@ -45,13 +45,13 @@ XATTR = "user.memfs.version"
 APPENDING = "user.memfs.appending"  # the size before an append in place under way
 CHUNK = 1024 * 1024
 _SURROGATE = re.compile("[\ud800-\udfff]")
-REMEMBERED = 65536  # versions kept by identity, least recently used forgotten first
+REMEMBERED = 16384  # versions kept by identity (~0.7 KB each), least recently used first out
 # _IOR('v', 1, long): the inode generation (ext4, xfs, btrfs, tmpfs, ...)
 FS_IOC_GETVERSION = (2 << 30) | (struct.calcsize("l") << 16) | (ord("v") << 8) | 1
 _GENERATION_ARG = bytes(struct.calcsize("l"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Version:
     """The identity of the bytes behind one open file descriptor; ``git`` is their git
     blob id when the record has it (stores with history)."""
