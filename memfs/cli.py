@@ -273,6 +273,12 @@ _SIMPLE: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, int | None]
     "write": (("path",), ("append", "force"), {}, {}),
     "rm": (("path",), ("force",), {}, {}),
     "brief": (("?store_arg",), (), {"max_bytes": 4096}, {"store": None}),
+    "log": (("?target",), ("patch",), {"n": 20}, {"since": None, "author": None}),
+}
+# command -> (its short options and the option each stands for, the options that
+# have no long spelling: "--n" is refused, as argparse refuses it)
+_SHORT: dict[str, tuple[dict[str, str], set[str]]] = {
+    "log": ({"-n": "n", "-p": "patch"}, {"n"}),
 }
 
 
@@ -306,12 +312,17 @@ def _fast_args(argv: list[str]) -> _Args | None:
     values.update(integers)
     values.update(others)
     given: list[str] = []
+    short, short_only = _SHORT.get(command, ({}, set()))
     items = iter(rest)
     for word in items:
-        option = word[2:].replace("-", "_")
-        if word.startswith("--") and option in flags:
+        if word in short:
+            option, named = short[word], True
+        else:
+            option = word[2:].replace("-", "_")
+            named = word.startswith("--") and option not in short_only
+        if named and option in flags:
             values[option] = True
-        elif word.startswith("--") and option in integers:
+        elif named and option in integers:
             number = next(items, "")
             if not number.isdigit():
                 return None
@@ -369,6 +380,10 @@ def _command(name: str) -> Callable[..., int]:
         from memfs.cli_memory import brief
 
         return brief
+    if name == "log":
+        from memfs.cli_history import cmd_log
+
+        return cmd_log
     return _COMMANDS[name]
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pygit2
 
+from control.client import Client
 from memfs.store.history import Change, StoreHistory
 from tests.support import (
     UID_A,
@@ -72,14 +73,17 @@ def bench_commit_fsync(base: Path, n: int = 200) -> None:
 
 
 def make_edits(daemon: Daemon) -> None:
-    def worker(index: int) -> None:
-        with connect_as(UID_A, daemon.socket) as client:
+    def worker(index: int, client: Client) -> None:
+        with client:
             for n in range(index, EDITS, 4):
                 path = f"notes/edits/f{n % FILES:03d}.md"
                 client.write(path, f"# note {n % FILES}\n\nedit {n}: {'x' * (n % 200)}\n",
                              force=True)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    # connected one after another: connect_as switches the process's uid meanwhile
+    clients = [connect_as(UID_A, daemon.socket) for _ in range(4)]
+    threads = [threading.Thread(target=worker, args=(i, client))
+               for i, client in enumerate(clients)]
     start = time.perf_counter()
     for thread in threads:
         thread.start()

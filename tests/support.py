@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -206,13 +207,19 @@ class Daemon:
             self.stop()
 
 
+_EUID_LOCK = threading.Lock()
+
+
 def connect_as(uid: int, socket_path: str | Path, as_agent: str | None = None) -> Client:
-    """A client whose connection the kernel attributes to ``uid``."""
-    os.seteuid(uid)
-    try:
-        return Client(str(socket_path), as_agent=as_agent)
-    finally:
-        os.seteuid(0)
+    """A client whose connection the kernel attributes to ``uid``. The effective uid
+    is the whole process's: threads connecting at once take turns (a thread doing
+    anything else as root meanwhile would still act as ``uid``: connect first)."""
+    with _EUID_LOCK:
+        os.seteuid(uid)
+        try:
+            return Client(str(socket_path), as_agent=as_agent)
+        finally:
+            os.seteuid(0)
 
 
 def run_as(uid: int, argv: Sequence[str], *, input: bytes | None = None,

@@ -21,6 +21,11 @@ AGREE = [
     ["brief"],
     ["brief", "team"],
     ["--json", "brief", "team", "--max-bytes", "1024"],
+    ["log"],
+    ["log", "notes"],
+    ["log", "-n", "50", "notes/a.md"],
+    ["log", "notes", "-p", "--patch"],
+    ["--json", "log", "-n", "5", "--patch"],
 ]
 
 STEP_ASIDE = [
@@ -36,6 +41,12 @@ STEP_ASIDE = [
     ["frobnicate", "x"],
     ["brief", "a", "b"],
     ["brief", "--max-bytes", "many"],
+    ["log", "a", "b"],
+    ["log", "-n", "x"],
+    ["log", "-n20"],
+    ["log", "--n", "5"],
+    ["log", "--since", "2026-11-30"],
+    ["log", "--author", "bob"],
 ]
 
 
