@@ -29,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchlib import timed
+
 from tests.support import REPO, Daemon, as_euid, connect_as, public_tmpdir
 
 STATE = Path("/var/tmp/memfs-cluster-bench")
@@ -61,12 +63,6 @@ def bare_durable_write(directory: Path, name: str, data: bytes) -> None:
 def plain_read(path: Path) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
-
-
-def timed(fn) -> float:  # type: ignore[no-untyped-def]
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def ms(samples: list[float]) -> str:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchlib import timings
+
 from control.client import Client
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
 
@@ -40,15 +42,6 @@ def bare_durable_write(directory: Path, name: str, data: bytes) -> None:
     os.close(dfd)
 
 
-def timed(fn, n: int) -> list[float]:  # type: ignore[no-untyped-def]
-    samples = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return samples
-
-
 def ms(samples: list[float]) -> str:
     return f"{statistics.median(samples) * 1e3:.3f} ms"
 
@@ -61,9 +54,9 @@ def bench_replace(daemon: Daemon, base: Path, n: int = 300) -> None:
             client.write(f"{store}/bench/replace.bin", PAYLOAD)
         on, off, bare = [], [], []
         for _ in range(n):  # interleaved, so all three see the same disk conditions
-            on += timed(lambda: client.write("notes/bench/replace.bin", PAYLOAD), 1)
-            off += timed(lambda: client.write("fast/bench/replace.bin", PAYLOAD), 1)
-            bare += timed(lambda: bare_durable_write(bare_dir, "replace.bin", PAYLOAD), 1)
+            on += timings(lambda: client.write("notes/bench/replace.bin", PAYLOAD), 1)
+            off += timings(lambda: client.write("fast/bench/replace.bin", PAYLOAD), 1)
+            bare += timings(lambda: bare_durable_write(bare_dir, "replace.bin", PAYLOAD), 1)
     base_ms = statistics.median(bare)
     print(f"versioned 4 KiB replace via socket, history off: median {ms(off)}; "
           f"bare durable write: {ms(bare)}; ratio {statistics.median(off) / base_ms:.2f} "
@@ -83,8 +76,8 @@ def bench_append(daemon: Daemon, n: int = 100) -> None:
             client.write(small, PAYLOAD)
             on_big, on_small = [], []
             for _ in range(n):
-                on_big += timed(lambda p=big: client.write(p, extra, append=True), 1)
-                on_small += timed(lambda p=small: client.write(p, extra, append=True), 1)
+                on_big += timings(lambda p=big: client.write(p, extra, append=True), 1)
+                on_small += timings(lambda p=small: client.write(p, extra, append=True), 1)
             ratio = statistics.median(on_big) / statistics.median(on_small)
             history = "on" if store == "notes" else "off"
             goal = "(goal <= 2)" if store == "fast" else "(git keeps whole blobs: each " \
@@ -126,8 +119,8 @@ def bench_cat_startup(daemon: Daemon, n: int = 30) -> None:
     baseline = ["/usr/bin/python3", "-c", "pass"]
     ours, base = [], []
     for _ in range(n):
-        ours += timed(lambda: subprocess.run(cat, env=env, check=True, capture_output=True), 1)
-        base += timed(lambda: subprocess.run(baseline, check=True), 1)
+        ours += timings(lambda: subprocess.run(cat, env=env, check=True, capture_output=True), 1)
+        base += timings(lambda: subprocess.run(baseline, check=True), 1)
     ratio = statistics.median(ours) / statistics.median(base)
     print(f"`memfs cat` small file, whole process: median {ms(ours)}; "
           f"`python3 -c pass`: {ms(base)}; ratio {ratio:.2f} (goal <= 2.0)")

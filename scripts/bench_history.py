@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pygit2
+from benchlib import commands_side_by_side, median_ms, timed
 
 from control.client import Client
 from memfs.store.history import Change, StoreHistory
@@ -28,16 +28,6 @@ from tests.support import (
 
 PAYLOAD = os.urandom(4096)
 EDITS, FILES = 10_000, 100
-
-
-def median_ms(samples: list[float]) -> float:
-    return statistics.median(samples) * 1e3
-
-
-def timed(fn) -> float:  # type: ignore[no-untyped-def]
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def bench_replace(daemon: Daemon, n: int = 400) -> None:
@@ -97,12 +87,7 @@ def bench_log(daemon: Daemon, n: int = 20) -> None:
     env = {**os.environ, "MEMFS_SOCKET": str(daemon.socket)}
     log = [memfs, "--as", "alice", "log", "-n", "20", "notes"]
     cat = [memfs, "--as", "alice", "cat", "notes/edits/f000.md"]
-    ours, base = [], []
-    for _ in range(n):
-        ours.append(timed(lambda: subprocess.run(log, env=env, check=True,
-                                                 capture_output=True)))
-        base.append(timed(lambda: subprocess.run(cat, env=env, check=True,
-                                                 capture_output=True)))
+    ours, base = commands_side_by_side(log, cat, env, n)
     print(f"`memfs log -n 20 notes` on {EDITS}+ commits, whole process: "
           f"{median_ms(ours):.2f} ms; `memfs cat` of a small file: {median_ms(base):.2f} ms; "
           f"ratio {median_ms(ours) / median_ms(base):.2f} (goal <= 2)")

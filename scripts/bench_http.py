@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
+from benchlib import timings
 
 from control.client import Client
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
@@ -30,15 +31,6 @@ from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_con
 PAYLOAD = os.urandom(512).hex().encode()  # 1 KiB
 PATH = "notes/bench/one-kib.txt"
 URL = "/v1/stores/notes/files/bench/one-kib.txt"
-
-
-def timed(fn: Callable[[], object], n: int) -> list[float]:
-    samples = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return samples
 
 
 def us(samples: list[float]) -> str:
@@ -71,13 +63,13 @@ def bench_latency(daemon: Daemon, token: str, n: int = 600) -> None:
             base_url=daemon.http_url, headers={"Authorization": f"Bearer {token}"}) as typical:
         assert lean.get(URL) == PAYLOAD and socket_client.read_bytes(PATH)[0] == PAYLOAD
         assert typical.get(URL).content == PAYLOAD
-        timed(lambda: lean.get(URL), 50)  # warm up both
-        timed(lambda: socket_client.read_bytes(PATH), 50)
+        timings(lambda: lean.get(URL), 50)  # warm up both
+        timings(lambda: socket_client.read_bytes(PATH), 50)
         over_http, over_socket, over_httpx = [], [], []
         for _ in range(n // 20):  # interleaved: both see the same machine load
-            over_http += timed(lambda: lean.get(URL), 20)
-            over_socket += timed(lambda: socket_client.read_bytes(PATH), 20)
-            over_httpx += timed(lambda: typical.get(URL), 20)
+            over_http += timings(lambda: lean.get(URL), 20)
+            over_socket += timings(lambda: socket_client.read_bytes(PATH), 20)
+            over_httpx += timings(lambda: typical.get(URL), 20)
     lean.close()
     ratio = statistics.median(over_http) / statistics.median(over_socket)
     print(f"GET 1 KiB, one keep-alive connection, median of {len(over_http)}:")

@@ -17,14 +17,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchlib import median_ms, timed
 
 from control.client import Client
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
@@ -36,16 +36,6 @@ MARKER = "memfs-bench-marker"  # one line of every file
 NO_MATCH = "zq9xj-never-present"
 RG = Path(sys.executable).parent / "rg"
 SED = shutil.which("sed") or "/usr/bin/sed"
-
-
-def median_ms(samples: list[float]) -> float:
-    return statistics.median(samples) * 1e3
-
-
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def interleaved(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import threading
@@ -15,21 +14,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchlib import commands_side_by_side, median_ms, timed
+
 from tests.memory.conftest import memory_config
 from tests.support import UID_B, Daemon, connect_as, public_tmpdir
 
 PAYLOAD = os.urandom(4096)
 SESSIONS, TASKS, DECISIONS = 1000, 1000, 500
-
-
-def timed(fn) -> float:  # type: ignore[no-untyped-def]
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def ms(samples: list[float]) -> float:
-    return statistics.median(samples) * 1e3
 
 
 def bench_claim(daemon: Daemon, n: int = 300) -> None:
@@ -42,8 +33,9 @@ def bench_claim(daemon: Daemon, n: int = 300) -> None:
                 bob.call("task_claim", store="team", task="bench", ttl="5m"),
                 bob.call("task_release", store="team", task="bench"))))
             replaces.append(timed(lambda: bob.write("team/bench/replace.bin", PAYLOAD)))
-    print(f"task claim + release: {ms(cycles):.3f} ms; versioned 4 KiB replace: "
-          f"{ms(replaces):.3f} ms; ratio {ms(cycles) / ms(replaces):.2f} (goal <= 1.5)")
+    print(f"task claim + release: {median_ms(cycles):.3f} ms; versioned 4 KiB replace: "
+          f"{median_ms(replaces):.3f} ms; "
+          f"ratio {median_ms(cycles) / median_ms(replaces):.2f} (goal <= 1.5)")
 
 
 def fill(daemon: Daemon) -> None:
@@ -84,15 +76,11 @@ def bench_brief(daemon: Daemon, n: int = 20) -> None:
     brief = [memfs, "--as", "bob", "brief", "team"]
     cat = [memfs, "--as", "bob", "cat", "team/bench/replace.bin"]
     subprocess.run(brief, env=env, check=True, capture_output=True)  # parsed once, cached
-    ours, base = [], []
-    for _ in range(n):
-        ours.append(timed(lambda: subprocess.run(brief, env=env, check=True,
-                                                 capture_output=True)))
-        base.append(timed(lambda: subprocess.run(cat, env=env, check=True,
-                                                 capture_output=True)))
+    ours, base = commands_side_by_side(brief, cat, env, n)
     print(f"`memfs brief` on {SESSIONS} sessions, {TASKS} tasks, {DECISIONS} decisions, whole "
-          f"process: {ms(ours):.2f} ms; `memfs cat` of a small file: {ms(base):.2f} ms; "
-          f"ratio {ms(ours) / ms(base):.2f} (goal <= 3)")
+          f"process: {median_ms(ours):.2f} ms; "
+          f"`memfs cat` of a small file: {median_ms(base):.2f} ms; "
+          f"ratio {median_ms(ours) / median_ms(base):.2f} (goal <= 3)")
 
 
 def main() -> None:

@@ -1,0 +1,40 @@
+"""What the benchmark scripts share: timing a call, medians, and two whole `memfs`
+commands timed side by side (interleaved, so both see the same machine)."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds one call of ``fn`` took."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def timings(fn: Callable[[], object], n: int) -> list[float]:
+    """Seconds each of ``n`` calls of ``fn`` took."""
+    return [timed(fn) for _ in range(n)]
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+def commands_side_by_side(first: Sequence[str], second: Sequence[str],
+                          env: Mapping[str, str], n: int,
+                          ) -> tuple[list[float], list[float]]:
+    """Seconds per whole process of ``first`` and of ``second``, run in turn ``n``
+    times each (each must succeed)."""
+    ours: list[float] = []
+    base: list[float] = []
+    for _ in range(n):
+        ours.append(timed(lambda: subprocess.run(first, env=env, check=True,
+                                                 capture_output=True)))
+        base.append(timed(lambda: subprocess.run(second, env=env, check=True,
+                                                 capture_output=True)))
+    return ours, base
