@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -19,8 +19,19 @@ WAIT = 30.0
 
 
 def until(driver: Any, condition: Any, what: str) -> Any:
-    return WebDriverWait(driver, scaled(WAIT), poll_frequency=0.1).until(
+    """Poll CONDITION until it holds. A live page swaps its #live part in place, so an
+    element found in one poll can be gone by the next WebDriver call: that poll counts
+    as not yet (StaleElementReferenceException is ignored), never as a failure."""
+    return WebDriverWait(driver, scaled(WAIT), poll_frequency=0.1,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(
         lambda d: condition(d), message=f"waited {scaled(WAIT)}s for {what}")
+
+
+def live_text(driver: Any, css: str) -> str:
+    """The text of the first element matching CSS, read in one script call so that a
+    live swap between finding and reading cannot interleave."""
+    return str(driver.execute_script(
+        "var e = document.querySelector(arguments[0]); return e ? e.innerText : '';", css))
 
 
 def sign_in(driver: Any, daemon: Daemon, token: str) -> None:
@@ -89,10 +100,10 @@ def test_history_and_overview_update_live(browser: Any, daemon: Daemon,
     browser.execute_script("window.memfsMarker = 'no reload';")
     with connect_as(UID_B, daemon.socket) as bob:
         bob.write("notes/live/incident.md", "# Incident\n\nlag rising\n")
-    until(browser, lambda d: "notes/live/incident.md" in d.find_element(By.ID, "history").text,
+    until(browser, lambda d: "notes/live/incident.md" in live_text(d, "#history"),
           "the new commit on the history page")
-    first = browser.find_element(By.CSS_SELECTOR, "#history tbody tr")
-    assert "bob" in first.text and "notes/live/incident.md" in first.text  # newest first
+    first = live_text(browser, "#history tbody tr")
+    assert "bob" in first and "notes/live/incident.md" in first  # newest first
     assert browser.execute_script("return window.memfsMarker") == "no reload"
     screenshot(browser, "history-live")
 
@@ -101,7 +112,7 @@ def test_history_and_overview_update_live(browser: Any, daemon: Daemon,
     browser.execute_script("window.memfsMarker = 'no reload';")
     with connect_as(UID_A, daemon.socket) as alice:
         alice.write("notes/live/followup.md", "- check the consumers\n")
-    until(browser, lambda d: "notes/live/followup.md" in d.find_element(By.ID, "recent").text,
+    until(browser, lambda d: "notes/live/followup.md" in live_text(d, "#recent"),
           "the new commit on the overview")
     assert browser.execute_script("return window.memfsMarker") == "no reload"
     screenshot(browser, "overview-live")
@@ -318,3 +329,28 @@ def test_a_tour_of_every_page(browser: Any) -> None:
         assert nexts[0].value_of_css_property("background-color") != \
             browser.find_element(By.CSS_SELECTOR, ".session").value_of_css_property(
                 "background-color")  # highlighted
+
+
+def test_waiting_on_a_live_part_survives_its_swap(browser: Any, daemon: Daemon,
+                                                  tokens: dict[str, str]) -> None:
+    """The live tests above wait on parts that the page swaps in place (live.js). A swap
+    between finding an element and reading it made CI fail once (stale element); here a
+    swap is forced at exactly that point, and the wait goes on to the next poll."""
+    with connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/live/swap.md", "swap\n")
+    sign_in(browser, daemon, tokens["alice"])
+    visit(browser, daemon, "/ui/")
+    polls = []
+
+    def swapped_under_the_reader(driver: Any) -> bool:
+        polls.append(1)
+        if len(polls) > 3:
+            return "notes/live/swap.md" in live_text(driver, "#recent")
+        recent = driver.find_element(By.ID, "recent")
+        driver.execute_script(
+            "var part = document.getElementById('live');"
+            "part.replaceWith(part.cloneNode(true));")
+        return "notes/live/swap.md" in recent.text  # stale: the part was swapped
+
+    assert until(browser, swapped_under_the_reader, "a read after three forced swaps")
+    assert len(polls) == 4
