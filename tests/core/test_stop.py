@@ -1,0 +1,89 @@
+"""Stopping the daemon (SIGTERM) with clients connected: idle, half-way through a line,
+or never reading their replies, it still stops promptly (a client that reads no
+replies is cut off after STOP_REPLY_SECONDS); a request already being
+carried out is finished and answered first (each connection has a thread of its own,
+which the stop wakes and then waits for)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+from control.server import STOP_REPLY_SECONDS
+from tests.support import UID_A, UID_B, Daemon, as_euid, connect_as, public_tmpdir, standard_config
+
+
+def test_stop_is_prompt_with_idle_half_sent_and_unread_connections() -> None:
+    daemon = Daemon(standard_config(public_tmpdir())).start()
+    idle = [connect_as(UID_A, daemon.socket) for _ in range(3)]
+    with as_euid(UID_B):
+        silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        silent.connect(str(daemon.socket))
+        flooder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        flooder.connect(str(daemon.socket))
+    silent.sendall(b'{"op": "whoami", "id": ')  # and never the rest
+
+    def flood() -> None:  # its replies fill the socket buffers: the daemon's send blocks
+        try:
+            for _ in range(2000):
+                flooder.sendall(b'{"op": "whoami"}\n')
+        except OSError:
+            pass
+
+    flooding = threading.Thread(target=flood, daemon=True)
+    flooding.start()
+    time.sleep(0.5)
+    start = time.monotonic()
+    try:
+        assert daemon.stop(signal.SIGTERM, timeout=20) == 0
+        # the flooder reads no replies: its connection is cut after the grace period
+        assert time.monotonic() - start < STOP_REPLY_SECONDS + 5, \
+            "the stop waited on idle or stuck clients"
+    finally:
+        for sock in (silent, flooder):
+            sock.close()
+        for client in idle:
+            client.close()
+        flooding.join(10)
+        if daemon.alive():
+            daemon.kill()
+
+
+def test_a_write_under_way_at_stop_is_finished_and_answered() -> None:
+    """The test holds the store's lock (as a second daemon on the root would), so the
+    write waits inside the daemon; SIGTERM then arrives; the daemon must neither drop
+    the write nor exit before it is answered."""
+    base = public_tmpdir()
+    daemon = Daemon(standard_config(base)).start()
+    lock_path = Path(base / "root" / "state" / "locks" / "notes.lock")
+    replies: list[object] = []
+    try:
+        with connect_as(UID_A, daemon.socket) as alice:
+            alice.write("notes/kept.md", "v1\n")
+            lock = os.open(lock_path, os.O_RDWR)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                writer = threading.Thread(
+                    target=lambda: replies.append(alice.write("notes/kept.md", "v2\n")))
+                writer.start()
+                time.sleep(0.5)  # the write is now waiting for the lock
+                daemon.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+                time.sleep(1.0)
+                assert daemon.alive(), "the daemon exited with a write under way"
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                os.close(lock)
+            writer.join(20)
+        assert daemon.proc.wait(20) == 0  # type: ignore[union-attr]
+        assert len(replies) == 1 and replies[0]["digest"], replies  # type: ignore[index]
+        daemon.start()
+        with connect_as(UID_B, daemon.socket) as bob:
+            assert bob.read("notes/kept.md")["text"] == "v2\n"
+    finally:
+        if daemon.alive():
+            daemon.stop()
