@@ -195,12 +195,14 @@ def bench_mixed(daemon: Daemon) -> None:
     for process in processes:
         process.start()
     everything: list[float] = []
+    by_op: dict[str, list[float]] = {}
     errors: list[str] = []
     for _ in processes:
         latencies, failed = results.get(timeout=MIXED_SECONDS + 120)
         errors += failed
-        for samples in latencies.values():
+        for op, samples in latencies.items():
             everything += samples
+            by_op.setdefault(op, []).extend(samples)
     for process in processes:
         process.join()
     daemon_cpu = process_cpu_seconds(daemon.proc.pid) - cpu_before
@@ -214,8 +216,16 @@ def bench_mixed(daemon: Daemon) -> None:
     print(f"  the daemon used {daemon_cpu / MIXED_SECONDS:.2f} CPUs meanwhile, "
           f"{daemon_cpu / len(everything) * 1e6:.0f} us of CPU per operation "
           f"(this machine has {os.cpu_count()} CPUs, shared with the 8 client processes)")
+    print("  by operation (p50 / p99 ms): " + ", ".join(
+        f"{op} {_percentile(samples, 0.5):.1f} / {_percentile(samples, 0.99):.1f}"
+        for op, samples in sorted(by_op.items())))
     if errors:
         print(f"  first errors: {errors[:3]}")
+
+
+def _percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1e3
 
 
 def main() -> None:
