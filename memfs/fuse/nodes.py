@@ -25,7 +25,7 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyfuse3
 
@@ -33,6 +33,7 @@ from memfs.fuse.errors import _fail
 from memfs.store import backing
 from memfs.store.engine import Engine
 from memfs.store.errors import InvalidInput
+from memfs.store.lru import LRU
 from memfs.store.paths import MAX_NAME_BYTES, MemPath
 
 ROOT = pyfuse3.ROOT_INODE
@@ -41,6 +42,7 @@ ATTR_TIMEOUT = 5.0
 ROOT_ATTR_TIMEOUT = 1.0  # the root's own attributes (same for every agent)
 STORE_ATTR_REFRESH = 1.0  # a store directory's times, re-read at most this often
 BLKSIZE = 128 * 1024  # preferred I/O size reported to tools (cat, Python buffers)
+ATTRS_MEMO = 16384  # nodes whose last attributes are kept for reuse (see _attrs)
 
 # (st_dev, st_ino, st_mtime_ns, st_size): identifies one backing version
 Ident = tuple[int, int, int, int]
@@ -63,24 +65,23 @@ class Node:
     owner_stat: os.stat_result | None = None
     owner_handles: int = 0
     last_size: int | None = None  # size last reported to the kernel
-    path: MemPath | None = None  # MemPath(store, parts), made once (None for the root)
     store_entry: pyfuse3.EntryAttributes | None = None  # a store's reply, reused
     store_epoch: int = -1  # the commit epoch and time until which store_entry is fresh
     store_fresh_until: float = 0.0
-    # the last attributes built for this node and what they were built from
-    attrs_memo: tuple[tuple[int, int, int], pyfuse3.EntryAttributes] | None = None
     # the hand-out epoch in which its entry or attributes last went to the kernel
     # (memfs/fuse/cache.py, store_changed); -1: never
     handed: int = -1
     # directories: (name, is_dir) -> child node, an index of _by_key for listings
-    children: dict[tuple[str, bool], Node] = field(default_factory=dict)
+    # (None for a file: an empty dict would cost 64 bytes a file)
+    children: dict[tuple[str, bool], Node] | None = None
 
     @property
     def is_store(self) -> bool:
         return self.is_dir and self.store != "" and not self.parts
 
     def mem_path(self) -> MemPath:
-        return self.path if self.path is not None else MemPath(self.store, self.parts)
+        # Made when needed (an open, a getxattr), not kept: ~200 bytes a node.
+        return MemPath(self.store, self.parts)
 
 
 @dataclass(eq=False, slots=True)
@@ -128,6 +129,9 @@ class NodeTable:
     _lock: threading.Lock  # node table: the commit listener reads it off-loop
     _commit_epoch: int  # bumped by every commit through this daemon
     _hand_epoch: int  # see Node.handed
+    # ino -> the last attributes built for it and the (size, mtime, ctime) they were
+    # built from; bounded (ATTRS_MEMO), not one per node: ~400 bytes each
+    _attrs_memo: LRU[int, tuple[tuple[int, int, int], pyfuse3.EntryAttributes]]
 
     # -- the inode table ------------------------------------------------------------
 
@@ -148,9 +152,10 @@ class NodeTable:
                 node = self._by_key.get(key)
                 if node is None:
                     node = Node(next(self._next_ino), key[0], key[1], is_dir, parent.ino,
-                                os.fsencode(name), path=MemPath(key[0], key[1]))
+                                os.fsencode(name), children={} if is_dir else None)
                     self._nodes[node.ino] = node
                     self._by_key[key] = node
+                    assert parent.children is not None  # a parent is a directory
                     parent.children[(name, is_dir)] = node
         return node
 
@@ -199,7 +204,7 @@ class NodeTable:
         # _store_attrs updates those in place).
         key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         node.handed = self._hand_epoch
-        memo = node.attrs_memo
+        memo = self._attrs_memo.get(node.ino)
         if memo is not None and memo[0] == key:
             if not node.is_dir:
                 node.last_size = st.st_size
@@ -227,7 +232,7 @@ class NodeTable:
         else:
             attrs.entry_timeout = ENTRY_TIMEOUT
             attrs.attr_timeout = ATTR_TIMEOUT
-            node.attrs_memo = (key, attrs)
+            self._attrs_memo.put(node.ino, (key, attrs))
         return attrs
 
     def _kind(self, st: os.stat_result) -> bool | None:

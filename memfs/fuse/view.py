@@ -49,6 +49,7 @@ import trio
 from memfs.fuse.cache import KernelCache
 from memfs.fuse.errors import _errno_of, _fail, guarded, guarded_sync
 from memfs.fuse.nodes import (
+    ATTRS_MEMO,
     ENTRY_TIMEOUT,
     ROOT,
     DirHandle,
@@ -62,6 +63,7 @@ from memfs.fuse.stats import COUNT, SAMPLE_MASK, sample, stats_for
 from memfs.store import backing
 from memfs.store.engine import Engine
 from memfs.store.errors import InvalidInput, MemfsError
+from memfs.store.lru import LRU
 
 log = logging.getLogger("memfs.fuse.mount")
 
@@ -84,9 +86,10 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         self.config = engine.config
         self._agent_by_uid = {spec.uid: name for name, spec in self.config.agents.items()}
         self._started_ns = time.time_ns()
-        root = Node(ROOT, "", (), True, ROOT, b"")
+        root = Node(ROOT, "", (), True, ROOT, b"", children={})
         self._nodes: dict[int, Node] = {ROOT: root}
         self._by_key: dict[tuple[str, tuple[str, ...], bool], Node] = {}
+        self._attrs_memo = LRU(ATTRS_MEMO)
         self._next_ino = itertools.count(ROOT + 1)
         self._handles: dict[int, Handle] = {}
         self._dirs: dict[int, DirHandle] = {}
@@ -267,6 +270,7 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             # The hot loop of a listing (rg lists every directory it searches): names,
             # then an lstat each (cheaper than scandir's DirEntry objects).
             children, attrs_of, add, lstat = node.children, self._attrs, entries.append, os.stat
+            assert children is not None  # a directory's
             kept = backing.is_kept
             for name in sorted(os.listdir(dir_fd)):
                 if not _showable(name):

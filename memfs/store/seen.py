@@ -34,7 +34,7 @@ from memfs.store.backing import STALE_ATTEMPTS
 from memfs.store.paths import MemPath
 
 XATTR = "user.memfs.seen"
-MARKER_CACHE = 65536  # marker paths remembered (every open looks its marker up)
+MARKER_CACHE = 4096  # marker paths remembered (~0.5 KB each; a miss costs one blake3 of a path)
 
 
 @functools.lru_cache(maxsize=MARKER_CACHE)
