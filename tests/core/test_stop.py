@@ -6,12 +6,14 @@ which the stop wakes and then waits for)."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from control.server import STOP_REPLY_SECONDS
@@ -87,3 +89,36 @@ def test_a_write_under_way_at_stop_is_finished_and_answered() -> None:
     finally:
         if daemon.alive():
             daemon.stop()
+
+
+def test_a_second_sigterm_ends_the_daemon_at_once() -> None:
+    """A write stuck under way (the test holds the store's lock) keeps the first SIGTERM
+    waiting; the second one ends the daemon without waiting (the write was never
+    acknowledged, so nothing acknowledged is lost)."""
+    base = public_tmpdir()
+    daemon = Daemon(standard_config(base)).start()
+    lock = os.open(base / "root" / "state" / "locks" / "notes.lock", os.O_RDWR)
+    try:
+        with connect_as(UID_A, daemon.socket) as alice:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            writer = threading.Thread(target=lambda: _ignore_errors(
+                lambda: alice.write("notes/stuck.md", "never acknowledged\n")), daemon=True)
+            writer.start()
+            time.sleep(0.5)
+            daemon.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+            time.sleep(1.0)
+            assert daemon.alive()
+            start = time.monotonic()
+            assert daemon.stop(signal.SIGTERM, timeout=10) == -signal.SIGTERM
+            assert time.monotonic() - start < 5
+            writer.join(10)
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+        if daemon.alive():
+            daemon.kill()
+
+
+def _ignore_errors(call: Callable[[], object]) -> None:
+    with contextlib.suppress(Exception):  # the daemon dies before it answers
+        call()
