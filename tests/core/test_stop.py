@@ -17,7 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from control.server import STOP_REPLY_SECONDS
-from tests.support import UID_A, UID_B, Daemon, as_euid, connect_as, public_tmpdir, standard_config
+from tests.support import (
+    UID_A,
+    UID_B,
+    Daemon,
+    as_euid,
+    connect_as,
+    public_tmpdir,
+    scaled,
+    standard_config,
+)
 
 
 def test_stop_is_prompt_with_idle_half_sent_and_unread_connections() -> None:
@@ -44,7 +53,7 @@ def test_stop_is_prompt_with_idle_half_sent_and_unread_connections() -> None:
     try:
         assert daemon.stop(signal.SIGTERM, timeout=20) == 0
         # the flooder reads no replies: its connection is cut after the grace period
-        assert time.monotonic() - start < STOP_REPLY_SECONDS + 5, \
+        assert time.monotonic() - start < STOP_REPLY_SECONDS + scaled(5), \
             "the stop waited on idle or stuck clients"
     finally:
         for sock in (silent, flooder):
@@ -73,7 +82,7 @@ def test_a_write_under_way_at_stop_is_finished_and_answered() -> None:
                 writer = threading.Thread(
                     target=lambda: replies.append(alice.write("notes/kept.md", "v2\n")))
                 writer.start()
-                time.sleep(0.5)  # the write is now waiting for the lock
+                _until_waiting_for_a_lock(daemon)
                 daemon.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
                 time.sleep(1.0)
                 assert daemon.alive(), "the daemon exited with a write under way"
@@ -104,19 +113,33 @@ def test_a_second_sigterm_ends_the_daemon_at_once() -> None:
             writer = threading.Thread(target=lambda: _ignore_errors(
                 lambda: alice.write("notes/stuck.md", "never acknowledged\n")), daemon=True)
             writer.start()
-            time.sleep(0.5)
+            _until_waiting_for_a_lock(daemon)
             daemon.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
             time.sleep(1.0)
             assert daemon.alive()
             start = time.monotonic()
             assert daemon.stop(signal.SIGTERM, timeout=10) == -signal.SIGTERM
-            assert time.monotonic() - start < 5
+            assert time.monotonic() - start < scaled(5)
             writer.join(10)
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)
         os.close(lock)
         if daemon.alive():
             daemon.kill()
+
+
+def _until_waiting_for_a_lock(daemon: Daemon) -> None:
+    """Until the daemon waits for a file lock (a blocked waiter shows in /proc/locks
+    with ``->`` and its pid): its write is then under way, not still on the wire."""
+    assert daemon.proc is not None
+    deadline = time.monotonic() + scaled(20)
+    while time.monotonic() < deadline:
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if "->" in fields and str(daemon.proc.pid) in fields:
+                return
+        time.sleep(0.02)
+    raise AssertionError("the daemon never waited for the store lock")
 
 
 def _ignore_errors(call: Callable[[], object]) -> None:
