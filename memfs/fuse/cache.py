@@ -142,8 +142,8 @@ class KernelCache(NodeTable):
 
     def _notify(self, path: MemPath) -> None:
         self._drop_negative(path)
-        node = self._by_key.get((path.store, path.parts, False))
-        parent = self._by_key.get((path.store, path.parts[:-1], True))
+        node = self._find(path.store, path.parts, False)
+        parent = self._find(path.store, path.parts[:-1], True)
         if node is not None:
             node.last_size = None
             with contextlib.suppress(OSError):
@@ -204,7 +204,7 @@ class KernelCache(NodeTable):
         directory above it (a commit may have created them): the next walk asks again."""
         now = time.monotonic()
         for depth, name in enumerate(path.parts):
-            directory = self._by_key.get((path.store, path.parts[:depth], True))
+            directory = self._find(path.store, path.parts[:depth], True)
             if directory is None:
                 return  # never looked up: the kernel has no entry below it
             key = (directory.ino, os.fsencode(name))

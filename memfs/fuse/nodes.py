@@ -71,7 +71,7 @@ class Node:
     # the hand-out epoch in which its entry or attributes last went to the kernel
     # (memfs/fuse/cache.py, store_changed); -1: never
     handed: int = -1
-    # directories: (name, is_dir) -> child node, an index of _by_key for listings
+    # directories: (name, is_dir) -> child node (the only index by name, see _find)
     # (None for a file: an empty dict would cost 64 bytes a file)
     children: dict[tuple[str, bool], Node] | None = None
 
@@ -119,12 +119,12 @@ def _showable(name: str) -> bool:
 
 
 class NodeTable:
-    """Nodes by inode number and by (store, parts, is_dir), and their attributes."""
+    """Nodes by inode number and, through their directories, by name; and their
+    attributes."""
 
     engine: Engine
     _started_ns: int  # the root's times
     _nodes: dict[int, Node]
-    _by_key: dict[tuple[str, tuple[str, ...], bool], Node]
     _next_ino: Iterator[int]
     _lock: threading.Lock  # node table: the commit listener reads it off-loop
     _commit_epoch: int  # bumped by every commit through this daemon
@@ -142,21 +142,34 @@ class NodeTable:
         return node
 
     def _child(self, parent: Node, name: str, is_dir: bool) -> Node:
+        """The node of ``name`` (a directory or not) in the directory ``parent``, made
+        on first use. The root holds stores only."""
+        children = parent.children
+        assert children is not None  # a parent is a directory
         if parent.ino == ROOT:
-            key: tuple[str, tuple[str, ...], bool] = (name, (), True)
-        else:
-            key = (parent.store, (*parent.parts, name), is_dir)
-        node = self._by_key.get(key)
+            is_dir = True
+        node = children.get((name, is_dir))
         if node is None:
             with self._lock:
-                node = self._by_key.get(key)
+                node = children.get((name, is_dir))
                 if node is None:
-                    node = Node(next(self._next_ino), key[0], key[1], is_dir, parent.ino,
+                    store, parts = ((name, ()) if parent.ino == ROOT
+                                    else (parent.store, (*parent.parts, name)))
+                    node = Node(next(self._next_ino), store, parts, is_dir, parent.ino,
                                 os.fsencode(name), children={} if is_dir else None)
                     self._nodes[node.ino] = node
-                    self._by_key[key] = node
-                    assert parent.children is not None  # a parent is a directory
-                    parent.children[(name, is_dir)] = node
+                    children[(name, is_dir)] = node
+        return node
+
+    def _find(self, store: str, parts: tuple[str, ...], is_dir: bool) -> Node | None:
+        """The node of STORE/PARTS, if one was ever made (the kernel was told of it);
+        found from the root through the directories' children (no second index: ~100
+        bytes a node saved)."""
+        node = self._nodes[ROOT].children.get((store, True))  # type: ignore[union-attr]
+        for depth, name in enumerate(parts):
+            if node is None or node.children is None:
+                return None
+            node = node.children.get((name, is_dir if depth == len(parts) - 1 else True))
         return node
 
     # -- attributes ---------------------------------------------------------------

@@ -88,7 +88,6 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         self._started_ns = time.time_ns()
         root = Node(ROOT, "", (), True, ROOT, b"", children={})
         self._nodes: dict[int, Node] = {ROOT: root}
-        self._by_key: dict[tuple[str, tuple[str, ...], bool], Node] = {}
         self._attrs_memo = LRU(ATTRS_MEMO)
         self._next_ino = itertools.count(ROOT + 1)
         self._handles: dict[int, Handle] = {}

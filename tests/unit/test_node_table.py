@@ -24,18 +24,18 @@ class Table(NodeTable):
     def __init__(self, memo: int = nodes_module.ATTRS_MEMO) -> None:
         self.root = Node(ROOT, "", (), True, ROOT, b"", children={})
         self._nodes = {ROOT: self.root}
-        self._by_key = {}
         self._next_ino = itertools.count(ROOT + 1)
         self._lock = threading.Lock()
         self._attrs_memo = LRU(memo)
         self._hand_epoch = 0
 
 
-def test_a_listed_file_costs_under_650_bytes(tmp_path: Path) -> None:
+def test_a_listed_file_costs_under_500_bytes(tmp_path: Path) -> None:
     """10,000 files listed (node, indexes and attributes built, as readdir does), past
     a small memo of attributes (the real one holds ATTRS_MEMO: ~6.5 MB). Before the
-    memo was bounded and the per-node MemPath and empty dict dropped, this was ~1,230
-    bytes a file (306 MB RSS at 100,000 files in scripts/bench --scale=big)."""
+    memo was bounded, and the per-node MemPath, empty dict and index by path dropped,
+    this was ~1,230 bytes a file (306 MB RSS at 100,000 files in scripts/bench
+    --scale=big)."""
     (tmp_path / "f").write_text("x\n")
     st = os.stat(tmp_path / "f")
     table = Table(memo=16)
@@ -51,7 +51,7 @@ def test_a_listed_file_costs_under_650_bytes(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     per_file = (after - before) / len(names)
-    assert per_file < 650, f"{per_file:.0f} bytes a file"  # ~480 now
+    assert per_file < 500, f"{per_file:.0f} bytes a file"  # ~390 now
 
 
 def test_the_attributes_memo_is_bounded_and_rebuilds_what_it_forgot(tmp_path: Path) -> None:
@@ -78,3 +78,19 @@ def test_only_directories_carry_a_children_index(is_dir: bool) -> None:
     node = table._child(table._child(table.root, "notes", True), "x", is_dir)
     assert (node.children is not None) == is_dir
     assert node.mem_path().rel == "x" and node.mem_path().store == "notes"
+
+
+def test_find_reaches_every_node_made_and_nothing_else() -> None:
+    table = Table()
+    store = table._child(table.root, "notes", True)
+    folder = table._child(store, "a", True)
+    file = table._child(folder, "b.md", False)
+    same_name_dir = table._child(folder, "b.md", True)  # a name that was both, over time
+    assert table._find("notes", (), True) is store
+    assert table._find("notes", ("a",), True) is folder
+    assert table._find("notes", ("a", "b.md"), False) is file
+    assert table._find("notes", ("a", "b.md"), True) is same_name_dir is not file
+    assert table._find("notes", ("a", "c.md"), False) is None
+    assert table._find("notes", ("a", "b.md", "x"), False) is None  # below a file
+    assert table._find("ops", ("a",), True) is None
+    assert table._child(table.root, "notes", False) is store  # the root holds stores
