@@ -2,7 +2,7 @@
 or never reading their replies, it still stops promptly (a client that reads no
 replies is cut off after STOP_REPLY_SECONDS); a request already being
 carried out is finished and answered first (each connection has a thread of its own,
-which the stop wakes and then waits for)."""
+which the stop wakes and then waits for). And how many requests run at once."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from control.server import STOP_REPLY_SECONDS
+from control.server import ACTIVE_REQUESTS, STOP_REPLY_SECONDS
 from tests.support import (
     UID_A,
     UID_B,
@@ -145,3 +145,42 @@ def _until_waiting_for_a_lock(daemon: Daemon) -> None:
 def _ignore_errors(call: Callable[[], object]) -> None:
     with contextlib.suppress(Exception):  # the daemon dies before it answers
         call()
+
+
+def test_at_most_40_requests_are_carried_out_at_once() -> None:
+    """With the store lock held by the test, writes pile up inside the daemon: 39 of
+    them leave room for a whoami, 40 take every slot (ACTIVE_REQUESTS) until the lock
+    is released."""
+    base = public_tmpdir()
+    daemon = Daemon(standard_config(base)).start()
+    lock = os.open(base / "root" / "state" / "locks" / "notes.lock", os.O_RDWR)
+    clients = [connect_as(UID_A, daemon.socket) for _ in range(ACTIVE_REQUESTS)]
+    probe = connect_as(UID_B, daemon.socket)
+    answered: list[str] = []
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        writers = [threading.Thread(target=lambda c=c, n=n: c.write(f"notes/w{n}.md", "x\n"))
+                   for n, c in enumerate(clients)]
+        for writer in writers[:-1]:
+            writer.start()
+        _until_waiting_for_a_lock(daemon)
+        time.sleep(scaled(0.5))  # the other 38 reach the daemon's own lock too
+        assert probe.whoami()["agent"] == "bob"  # 39 busy: a slot is left
+        writers[-1].start()
+        time.sleep(scaled(1.0))
+        asking = threading.Thread(target=lambda: answered.append(probe.whoami()["agent"]))
+        asking.start()
+        asking.join(2.0)
+        assert answered == [], "a 41st request ran while 40 were under way"
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        asking.join(scaled(20))
+        assert answered == ["bob"]
+        for writer in writers:
+            writer.join(scaled(20))
+        assert not any(writer.is_alive() for writer in writers)
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+        for client in [*clients, probe]:
+            client.close()
+        daemon.stop()
