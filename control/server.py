@@ -265,21 +265,7 @@ class ControlServer:
             except (OSError, RuntimeError) as error:  # no thread to be had: this one only
                 self._refusals.warning("control socket: cannot serve uid %d: %s", uid, error)
                 return
-            try:
-                await done.wait()
-            except BaseException:
-                # Stopping: no new requests (the thread's next read ends), and the one
-                # under way is answered; a client that reads no replies is cut off
-                # after STOP_REPLY_SECONDS. The request itself always finishes.
-                with contextlib.suppress(OSError):
-                    conn.shutdown(stdsocket.SHUT_RD)
-                with trio.CancelScope(shield=True):
-                    with trio.move_on_after(STOP_REPLY_SECONDS):
-                        await done.wait()
-                    with contextlib.suppress(OSError):
-                        conn.shutdown(stdsocket.SHUT_RDWR)
-                    await done.wait()
-                raise
+            await _until_served(conn, done)
         finally:
             conn.close()
             self.connections.release(uid)
@@ -291,7 +277,7 @@ class ControlServer:
         connections are carried out at once. Never raises."""
         try:
             self._loop(conn, uid)
-        except (BrokenPipeError, ConnectionError, OSError):
+        except OSError:
             pass  # the client went away, or the daemon is stopping: nothing is half-done
         except Exception:
             log.exception("control socket: connection from uid %d ended by an error", uid)
@@ -368,6 +354,25 @@ class ControlServer:
         except Exception:
             log.exception("control socket: request from uid %d failed", uid)
             return p.fallback_line(request_id)
+
+
+async def _until_served(conn: stdsocket.socket, done: trio.Event) -> None:
+    """Until the connection's thread is done (``done``). If cancelled (the daemon
+    stops): no new requests (the thread's next read ends) and the one under way is
+    answered; a client that reads no replies is cut off after STOP_REPLY_SECONDS.
+    The request itself always finishes: the thread is waited for in any case."""
+    try:
+        await done.wait()
+    except BaseException:
+        with contextlib.suppress(OSError):
+            conn.shutdown(stdsocket.SHUT_RD)
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(STOP_REPLY_SECONDS):
+                await done.wait()
+            with contextlib.suppress(OSError):
+                conn.shutdown(stdsocket.SHUT_RDWR)
+            await done.wait()
+        raise
 
 
 def _refuse(sock: trio.socket.SocketType, reason: str) -> None:

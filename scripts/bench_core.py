@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchlib import timings
+from benchlib import percentile_ms, timings
 
 from control.client import Client
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
@@ -206,9 +206,7 @@ def bench_mixed(daemon: Daemon) -> None:
     for process in processes:
         process.join()
     daemon_cpu = process_cpu_seconds(daemon.proc.pid) - cpu_before
-    everything.sort()
-    p50 = everything[len(everything) // 2] * 1e3
-    p99 = everything[int(len(everything) * 0.99)] * 1e3
+    p50, p99 = percentile_ms(everything, 0.5), percentile_ms(everything, 0.99)
     print(f"{MIXED_CLIENTS} clients, mixed (40% read, 20% stat, 20% replace own, 15% append "
           f"shared, 5% list), history off: {len(everything) / MIXED_SECONDS:.0f} ops/s, "
           f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, {len(errors)} errors "
@@ -217,15 +215,10 @@ def bench_mixed(daemon: Daemon) -> None:
           f"{daemon_cpu / len(everything) * 1e6:.0f} us of CPU per operation "
           f"(this machine has {os.cpu_count()} CPUs, shared with the 8 client processes)")
     print("  by operation (p50 / p99 ms): " + ", ".join(
-        f"{op} {_percentile(samples, 0.5):.1f} / {_percentile(samples, 0.99):.1f}"
+        f"{op} {percentile_ms(samples, 0.5):.1f} / {percentile_ms(samples, 0.99):.1f}"
         for op, samples in sorted(by_op.items())))
     if errors:
         print(f"  first errors: {errors[:3]}")
-
-
-def _percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1e3
 
 
 def main() -> None:

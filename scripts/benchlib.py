@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: timing a call, medians, and two whole `memfs`
+"""What the benchmark scripts share: timing a call, medians and percentiles, and two whole `memfs`
 commands timed side by side (interleaved, so both see the same machine)."""
 
 from __future__ import annotations
@@ -23,6 +23,12 @@ def timings(fn: Callable[[], object], n: int) -> list[float]:
 
 def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1e3
+
+
+def percentile_ms(samples: list[float], fraction: float) -> float:
+    """The sample at ``fraction`` (0.5: the median's upper neighbour, 0.99: p99), in ms."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1e3
 
 
 def commands_side_by_side(first: Sequence[str], second: Sequence[str],

@@ -142,8 +142,8 @@ class KernelCache(NodeTable):
 
     def _notify(self, path: MemPath) -> None:
         self._drop_negative(path)
-        node = self._find(path.store, path.parts, False)
         parent = self._find(path.store, path.parts[:-1], True)
+        node = None if parent is None else parent.child(path.parts[-1], False)
         if node is not None:
             node.last_size = None
             with contextlib.suppress(OSError):
@@ -203,8 +203,8 @@ class KernelCache(NodeTable):
         """Invalidate the negative entries we handed out for the file's name or any
         directory above it (a commit may have created them): the next walk asks again."""
         now = time.monotonic()
-        for depth, name in enumerate(path.parts):
-            directory = self._find(path.store, path.parts[:depth], True)
+        directory = self._find(path.store, (), True)
+        for name in path.parts:
             if directory is None:
                 return  # never looked up: the kernel has no entry below it
             key = (directory.ino, os.fsencode(name))
@@ -213,3 +213,4 @@ class KernelCache(NodeTable):
             if until is not None and until > now:
                 with contextlib.suppress(OSError):
                     pyfuse3.invalidate_entry(directory.ino, key[1])
+            directory = directory.child(name, True)

@@ -79,6 +79,10 @@ class Node:
     def is_store(self) -> bool:
         return self.is_dir and self.store != "" and not self.parts
 
+    def child(self, name: str, is_dir: bool) -> Node | None:
+        """The child node of that name and kind, if one was made (None for a file)."""
+        return None if self.children is None else self.children.get((name, is_dir))
+
     def mem_path(self) -> MemPath:
         # Made when needed (an open, a getxattr), not kept: ~200 bytes a node.
         return MemPath(self.store, self.parts)
@@ -165,11 +169,11 @@ class NodeTable:
         """The node of STORE/PARTS, if one was ever made (the kernel was told of it);
         found from the root through the directories' children (no second index: ~100
         bytes a node saved)."""
-        node = self._nodes[ROOT].children.get((store, True))  # type: ignore[union-attr]
+        node = self._nodes[ROOT].child(store, True)
         for depth, name in enumerate(parts):
-            if node is None or node.children is None:
+            if node is None:
                 return None
-            node = node.children.get((name, is_dir if depth == len(parts) - 1 else True))
+            node = node.child(name, is_dir if depth == len(parts) - 1 else True)
         return node
 
     # -- attributes ---------------------------------------------------------------

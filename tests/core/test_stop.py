@@ -13,9 +13,10 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
+from control.client import Client
 from control.server import ACTIVE_REQUESTS, STOP_REPLY_SECONDS
 from tests.support import (
     UID_A,
@@ -27,6 +28,20 @@ from tests.support import (
     scaled,
     standard_config,
 )
+
+
+@contextlib.contextmanager
+def holding_the_store_lock(base: Path, store: str = "notes") -> Iterator[int]:
+    """Hold STORE's lock as a second daemon on the root would, so the daemon's writes
+    to it wait inside the daemon; yields the lock's fd (flock LOCK_UN lets them go
+    early). Released on exit."""
+    fd = os.open(base / "root" / "state" / "locks" / f"{store}.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def test_stop_is_prompt_with_idle_half_sent_and_unread_connections() -> None:
@@ -71,14 +86,11 @@ def test_a_write_under_way_at_stop_is_finished_and_answered() -> None:
     the write nor exit before it is answered."""
     base = public_tmpdir()
     daemon = Daemon(standard_config(base)).start()
-    lock_path = Path(base / "root" / "state" / "locks" / "notes.lock")
     replies: list[object] = []
     try:
         with connect_as(UID_A, daemon.socket) as alice:
             alice.write("notes/kept.md", "v1\n")
-            lock = os.open(lock_path, os.O_RDWR)
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
+            with holding_the_store_lock(base):
                 writer = threading.Thread(
                     target=lambda: replies.append(alice.write("notes/kept.md", "v2\n")))
                 writer.start()
@@ -86,9 +98,6 @@ def test_a_write_under_way_at_stop_is_finished_and_answered() -> None:
                 daemon.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
                 time.sleep(1.0)
                 assert daemon.alive(), "the daemon exited with a write under way"
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-                os.close(lock)
             writer.join(20)
         assert daemon.proc.wait(20) == 0  # type: ignore[union-attr]
         assert len(replies) == 1 and replies[0]["digest"], replies  # type: ignore[index]
@@ -106,12 +115,14 @@ def test_a_second_sigterm_ends_the_daemon_at_once() -> None:
     acknowledged, so nothing acknowledged is lost)."""
     base = public_tmpdir()
     daemon = Daemon(standard_config(base)).start()
-    lock = os.open(base / "root" / "state" / "locks" / "notes.lock", os.O_RDWR)
+
+    def write_unanswered(alice: Client) -> None:
+        with contextlib.suppress(Exception):  # the daemon dies before it answers
+            alice.write("notes/stuck.md", "never acknowledged\n")
+
     try:
-        with connect_as(UID_A, daemon.socket) as alice:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            writer = threading.Thread(target=lambda: _ignore_errors(
-                lambda: alice.write("notes/stuck.md", "never acknowledged\n")), daemon=True)
+        with connect_as(UID_A, daemon.socket) as alice, holding_the_store_lock(base):
+            writer = threading.Thread(target=write_unanswered, args=(alice,), daemon=True)
             writer.start()
             _until_waiting_for_a_lock(daemon)
             daemon.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
@@ -122,8 +133,6 @@ def test_a_second_sigterm_ends_the_daemon_at_once() -> None:
             assert time.monotonic() - start < scaled(5)
             writer.join(10)
     finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        os.close(lock)
         if daemon.alive():
             daemon.kill()
 
@@ -142,45 +151,37 @@ def _until_waiting_for_a_lock(daemon: Daemon) -> None:
     raise AssertionError("the daemon never waited for the store lock")
 
 
-def _ignore_errors(call: Callable[[], object]) -> None:
-    with contextlib.suppress(Exception):  # the daemon dies before it answers
-        call()
-
-
 def test_at_most_40_requests_are_carried_out_at_once() -> None:
     """With the store lock held by the test, writes pile up inside the daemon: 39 of
     them leave room for a whoami, 40 take every slot (ACTIVE_REQUESTS) until the lock
     is released."""
     base = public_tmpdir()
     daemon = Daemon(standard_config(base)).start()
-    lock = os.open(base / "root" / "state" / "locks" / "notes.lock", os.O_RDWR)
     clients = [connect_as(UID_A, daemon.socket) for _ in range(ACTIVE_REQUESTS)]
     probe = connect_as(UID_B, daemon.socket)
     answered: list[str] = []
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        writers = [threading.Thread(target=lambda c=c, n=n: c.write(f"notes/w{n}.md", "x\n"))
-                   for n, c in enumerate(clients)]
-        for writer in writers[:-1]:
-            writer.start()
-        _until_waiting_for_a_lock(daemon)
-        time.sleep(scaled(0.5))  # the other 38 reach the daemon's own lock too
-        assert probe.whoami()["agent"] == "bob"  # 39 busy: a slot is left
-        writers[-1].start()
-        time.sleep(scaled(1.0))
-        asking = threading.Thread(target=lambda: answered.append(probe.whoami()["agent"]))
-        asking.start()
-        asking.join(2.0)
-        assert answered == [], "a 41st request ran while 40 were under way"
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        asking.join(scaled(20))
-        assert answered == ["bob"]
-        for writer in writers:
-            writer.join(scaled(20))
-        assert not any(writer.is_alive() for writer in writers)
+        with holding_the_store_lock(base) as lock:
+            writers = [threading.Thread(target=lambda c=c, n=n: c.write(f"notes/w{n}.md", "x\n"))
+                       for n, c in enumerate(clients)]
+            for writer in writers[:-1]:
+                writer.start()
+            _until_waiting_for_a_lock(daemon)
+            time.sleep(scaled(0.5))  # the other 38 reach the daemon's own lock too
+            assert probe.whoami()["agent"] == "bob"  # 39 busy: a slot is left
+            writers[-1].start()
+            time.sleep(scaled(1.0))
+            asking = threading.Thread(target=lambda: answered.append(probe.whoami()["agent"]))
+            asking.start()
+            asking.join(2.0)
+            assert answered == [], "a 41st request ran while 40 were under way"
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            asking.join(scaled(20))
+            assert answered == ["bob"]
+            for writer in writers:
+                writer.join(scaled(20))
+            assert not any(writer.is_alive() for writer in writers)
     finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        os.close(lock)
         for client in [*clients, probe]:
             client.close()
         daemon.stop()
