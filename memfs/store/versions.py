@@ -44,6 +44,7 @@ from memfs.store.lru import LRU
 XATTR = "user.memfs.version"
 APPENDING = "user.memfs.appending"  # the size before an append in place under way
 CHUNK = 1024 * 1024
+HASH_ATTEMPTS = 4  # a file that keeps changing while hashed: times it is looked at again
 _SURROGATE = re.compile("[\ud800-\udfff]")
 REMEMBERED = 16384  # versions kept by identity (~0.7 KB each), least recently used first out
 # _IOR('v', 1, long): the inode generation (ext4, xfs, btrfs, tmpfs, ...)
@@ -66,11 +67,12 @@ def digest_bytes(data: bytes) -> str:
     return blake3.blake3(data).hexdigest()
 
 
-def digest_fd(fd: int) -> str:
-    """blake3 of the whole file behind ``fd`` (read with pread; offset untouched)."""
+def digest_fd(fd: int, size: int) -> str:
+    """blake3 of the first ``size`` bytes of the file behind ``fd`` (fewer if it is
+    shorter; read with pread, offset untouched)."""
     hasher = blake3.blake3()
     offset = 0
-    while chunk := os.pread(fd, CHUNK, offset):
+    while offset < size and (chunk := os.pread(fd, min(CHUNK, size - offset), offset)):
         hasher.update(chunk)
         offset += len(chunk)
     return hasher.hexdigest()
@@ -118,9 +120,12 @@ def appended_digest(fd: int, old: Version, data: bytes) -> str:
     return digest
 
 
-def stamp(fd: int, digest: str, agent: str | None, at: float, git: str | None = None) -> None:
-    """Attach the version record to a file (normally the staged copy, before rename)."""
-    st = os.fstat(fd)
+def stamp(fd: int, digest: str, agent: str | None, at: float, git: str | None = None, *,
+          st: os.stat_result | None = None) -> None:
+    """Attach the version record to a file (normally the staged copy, before rename).
+    ``st``: the stat of the bytes ``digest`` was taken of (default: the file's now)."""
+    if st is None:
+        st = os.fstat(fd)
     record = {"b3": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "agent": agent,
               "at": at}
     if git is not None:
@@ -169,10 +174,34 @@ def version_of(fd: int, st: os.stat_result | None = None, *,
     ``remember``: reuse (and keep) the version read from the record of an unchanged
     file, see the module docstring (the read path; never the commit path).
 
-    Never fails for lack of xattr support: the record is then just not cached.
+    Guarantees that the digest is that of the version's first ``size`` bytes, even
+    while the file grows in place (an append by another daemon): a file that changed
+    while it was hashed is looked at again. Never fails for lack of xattr support:
+    the record is then just not cached.
     """
     if st is None:
         st = os.fstat(fd)
+    for _ in range(HASH_ATTEMPTS):
+        recorded = _recorded(fd, st, remember)
+        if recorded is not None:
+            return recorded
+        digest = digest_fd(fd, st.st_size)
+        now = os.fstat(fd)
+        if (now.st_size, now.st_mtime_ns) == (st.st_size, st.st_mtime_ns):
+            # Remember it for next time, for exactly the bytes hashed: a record stamped
+            # late (the file grew meanwhile) then no longer matches, and is not used.
+            with contextlib.suppress(OSError):
+                stamp(fd, digest, None, st.st_mtime_ns / 1e9, st=st)
+            break
+        st_hashed, st = st, now  # it changed while hashed (an append): look again
+    else:
+        st = st_hashed  # still changing: the version of the bytes hashed last
+    return Version(digest, st.st_size, LastWrite(None, st.st_mtime_ns / 1e9))
+
+
+def _recorded(fd: int, st: os.stat_result, remember: bool) -> Version | None:
+    """The version the file's record gives for the file as ``st`` describes it (or the
+    recorded one while an append in place is under way); None: hash it."""
     key: _Key | None = None
     if remember:
         try:  # a new bytes object per call: safe across threads
@@ -188,17 +217,15 @@ def version_of(fd: int, st: os.stat_result | None = None, *,
     record = None
     with contextlib.suppress(OSError):
         record = _parse_record(os.getxattr(fd, XATTR))
-    if record is not None and record[1] == st.st_size and record[2] == st.st_mtime_ns:
+    if record is None:
+        return None
+    if record[1] == st.st_size and record[2] == st.st_mtime_ns:
         version = Version(record[0], st.st_size, LastWrite(record[3], record[4]), record[5])
         if key is not None:
             _remembered.put(key, version)
         return version
-    if record is not None and isinstance(record[1], int) and appending(fd) == record[1]:
+    if isinstance(record[1], int) and appending(fd) == record[1]:
         # An append in place is under way: the version is still the recorded one, and
         # readers read only its bytes (its size bounds them).
         return Version(record[0], record[1], LastWrite(record[3], record[4]), record[5])
-    digest = digest_fd(fd)
-    # Remember it for next time; the file keeps its mtime, so the record stays valid.
-    with contextlib.suppress(OSError):
-        stamp(fd, digest, None, st.st_mtime_ns / 1e9)
-    return Version(digest, st.st_size, LastWrite(None, st.st_mtime_ns / 1e9))
+    return None

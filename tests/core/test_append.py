@@ -95,3 +95,66 @@ def test_an_append_cut_short_is_truncated_back(history: bool) -> None:
         assert alice.stat("notes/cut.md")["digest"] == before
         alice.write("notes/cut.md", "next\n", append=True)
         assert target.read_bytes() == b"kept\nnext\n"
+
+
+def _append_elsewhere(fd: int, data: bytes, agent: str) -> None:
+    """An append in place as another daemon on the root makes it (Store.append): mark,
+    write, stamp the new record, unmark."""
+    size = os.fstat(fd).st_size
+    versions.mark_appending(fd, size)
+    os.pwrite(fd, data, size)
+    whole = os.pread(fd, size + len(data), 0)
+    versions.stamp(fd, blake3.blake3(whole).hexdigest(), agent, 1.0)
+    versions.mark_appending(fd, None)
+
+
+def _consistent(fd: int, version: versions.Version) -> bool:
+    return blake3.blake3(os.pread(fd, version.size, 0)).hexdigest() == version.digest
+
+
+def test_a_version_taken_across_an_append_elsewhere_names_its_own_bytes(
+        tmp_path: Path) -> None:
+    """A reader's fstat is taken, then another daemon appends and records the new
+    version, then the reader reads the record: it no longer matches the reader's stat.
+    The cluster storm caught the old code returning the whole new file's digest with
+    the old size (a read whose bytes were not its digest's)."""
+    path = tmp_path / "ledger.txt"
+    path.write_bytes(b"first line\n")
+    fd = os.open(path, os.O_RDWR)
+    try:
+        versions.stamp(fd, blake3.blake3(b"first line\n").hexdigest(), "alice", 1.0)
+        before = os.fstat(fd)
+        _append_elsewhere(fd, b"appended elsewhere\n", "bob")
+        version = versions.version_of(fd, before)
+        assert _consistent(fd, version), version
+    finally:
+        os.close(fd)
+
+
+def test_an_append_elsewhere_while_a_file_is_hashed_leaves_no_false_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file without a record is hashed; while that runs, another daemon appends and
+    records its version. The reader's record must not relabel the old digest with the
+    new size (the old code stamped the size it found after hashing): every version
+    read afterwards names its own bytes."""
+    path = tmp_path / "planted.txt"
+    path.write_bytes(b"planted by hand\n")
+    fd = os.open(path, os.O_RDWR)
+    real_digest = versions.digest_fd
+
+    def digest_then_append(*args: Any) -> str:
+        digest = real_digest(*args)
+        if os.fstat(fd).st_size == len(b"planted by hand\n"):  # once
+            _append_elsewhere(fd, b"appended meanwhile\n", "bob")
+        return digest
+
+    monkeypatch.setattr(versions, "digest_fd", digest_then_append)
+    try:
+        first = versions.version_of(fd)
+        assert _consistent(fd, first), first
+        monkeypatch.setattr(versions, "digest_fd", real_digest)
+        again = versions.version_of(fd)
+        assert _consistent(fd, again), again
+        assert again.size == len(b"planted by hand\nappended meanwhile\n")
+    finally:
+        os.close(fd)
