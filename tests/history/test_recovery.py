@@ -8,13 +8,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import threading
+import time
 from pathlib import Path
 
 import blake3
 
 from memfs.store import versions
-from memfs.store.history import StoreHistory
+from memfs.store.history import PACK_AFTER, StoreHistory
 from tests.history.conftest import history_config
 from tests.history.gitcheck import commits, repo_path, store_files, trailers, tree_files
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir
@@ -158,3 +160,35 @@ def test_daemons_sharing_a_root_note_the_durable_head_side_by_side(tmp_path: Pat
     head = histories[0].head_id()
     assert head is not None and histories[1].durable_head() == head
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_many_loose_objects_are_packed_in_bounded_packs() -> None:
+    """A store planted by hand is recorded at start as one loose blob per file; the
+    daemon's maintenance packs them PACK_AFTER at a time (libgit2 holds a whole pack in
+    memory while building it: one pack of 100,000 blobs cost 27 MB), and plain git
+    reads every object from the packs."""
+    config = history_config(public_tmpdir())
+    root = Path(str(config["root"]))
+    planted = root / "stores" / "notes" / "many"
+    planted.mkdir(parents=True)
+    files = 2 * PACK_AFTER + 100
+    for n in range(files):
+        (planted / f"{n:05d}.md").write_text(f"planted {n}\n")
+    git = ["git", "--git-dir", str(repo_path(root, "notes"))]
+    with Daemon(config):
+        for _ in range(600):  # maintenance runs every second
+            counted = subprocess.run([*git, "count-objects", "-v"], capture_output=True,
+                                     text=True, check=True).stdout
+            fields = dict(line.split(": ") for line in counted.splitlines())
+            if int(fields["count"]) < PACK_AFTER:
+                break
+            time.sleep(0.1)
+    indexes = sorted((repo_path(root, "notes") / "objects" / "pack").glob("*.idx"))
+    sizes = [len(subprocess.run(["git", "show-index"], stdin=index.open("rb"),
+                                capture_output=True, check=True).stdout.splitlines())
+             for index in indexes]
+    assert len(sizes) >= 3 and max(sizes) <= PACK_AFTER, sizes
+    assert sum(sizes) >= files  # every planted blob (and the trees) in a pack
+    subprocess.run([*git, "fsck", "--strict", "--no-dangling"], check=True,
+                   capture_output=True)
+    assert tree_files(commits(root, "notes")[0]) == store_files(root, "notes")
