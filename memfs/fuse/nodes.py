@@ -42,14 +42,20 @@ ATTR_TIMEOUT = 5.0
 ROOT_ATTR_TIMEOUT = 1.0  # the root's own attributes (same for every agent)
 STORE_ATTR_REFRESH = 1.0  # a store directory's times, re-read at most this often
 BLKSIZE = 128 * 1024  # preferred I/O size reported to tools (cat, Python buffers)
-ATTRS_MEMO = 16384  # nodes whose last attributes are kept for reuse (see _attrs)
+# nodes whose last attributes are kept for reuse (see _attrs): a listing of a few
+# thousand files is answered from it again and again; ~460 bytes each
+ATTRS_MEMO = 4096
 
-# (st_dev, st_ino, st_mtime_ns, st_size): identifies one backing version
-Ident = tuple[int, int, int, int]
+# (st_dev, st_ino, st_mtime_ns, st_size), each as 64 bits of one int: identifies one
+# backing version. Kept per file once opened: one int is ~60 bytes, a tuple of four
+# ~190 (13 MB more after `rg` opened 100,000 files).
+Ident = int
+_U64 = (1 << 64) - 1
 
 
 def _ident(st: os.stat_result) -> Ident:
-    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    return (st.st_dev | st.st_ino << 64 | (st.st_mtime_ns & _U64) << 128
+            | st.st_size << 192)
 
 
 @dataclass(eq=False, slots=True)  # one per path met: no per-instance dict
@@ -59,7 +65,6 @@ class Node:
     parts: tuple[str, ...]  # below the store; () for a store directory
     is_dir: bool
     parent: int
-    name: bytes
     # page-cache ownership (regular files only), see memfs/fuse/cache.py
     owner: Ident | None = None
     owner_stat: os.stat_result | None = None
@@ -71,17 +76,27 @@ class Node:
     # the hand-out epoch in which its entry or attributes last went to the kernel
     # (memfs/fuse/cache.py, store_changed); -1: never
     handed: int = -1
-    # directories: (name, is_dir) -> child node (the only index by name, see _find)
-    # (None for a file: an empty dict would cost 64 bytes a file)
-    children: dict[tuple[str, bool], Node] | None = None
+    # directories: name -> child node, files and directories apart (a name may have
+    # been both, over time); the only index by name (see _find). Keyed by the name
+    # object that ends the child's parts (no key of its own to keep); None for a
+    # file (an empty dict would cost 64 bytes a file).
+    files: dict[str, Node] | None = None
+    dirs: dict[str, Node] | None = None
 
     @property
     def is_store(self) -> bool:
         return self.is_dir and self.store != "" and not self.parts
 
+    @property
+    def name(self) -> bytes:
+        """The name in its directory, as the kernel gets it (made when needed: kept,
+        it would cost ~40 bytes a node)."""
+        return os.fsencode(self.parts[-1] if self.parts else self.store)
+
     def child(self, name: str, is_dir: bool) -> Node | None:
         """The child node of that name and kind, if one was made (None for a file)."""
-        return None if self.children is None else self.children.get((name, is_dir))
+        children = self.dirs if is_dir else self.files
+        return None if children is None else children.get(name)
 
     def mem_path(self) -> MemPath:
         # Made when needed (an open, a getxattr), not kept: ~200 bytes a node.
@@ -134,7 +149,7 @@ class NodeTable:
     _commit_epoch: int  # bumped by every commit through this daemon
     _hand_epoch: int  # see Node.handed
     # ino -> the last attributes built for it and the (size, mtime, ctime) they were
-    # built from; bounded (ATTRS_MEMO), not one per node: ~400 bytes each
+    # built from; bounded (ATTRS_MEMO), not one per node
     _attrs_memo: LRU[int, tuple[tuple[int, int, int], pyfuse3.EntryAttributes]]
 
     # -- the inode table ------------------------------------------------------------
@@ -148,21 +163,22 @@ class NodeTable:
     def _child(self, parent: Node, name: str, is_dir: bool) -> Node:
         """The node of ``name`` (a directory or not) in the directory ``parent``, made
         on first use. The root holds stores only."""
-        children = parent.children
-        assert children is not None  # a parent is a directory
         if parent.ino == ROOT:
             is_dir = True
-        node = children.get((name, is_dir))
+        children = parent.dirs if is_dir else parent.files
+        assert children is not None  # a parent is a directory
+        node = children.get(name)
         if node is None:
             with self._lock:
-                node = children.get((name, is_dir))
+                node = children.get(name)
                 if node is None:
                     store, parts = ((name, ()) if parent.ino == ROOT
                                     else (parent.store, (*parent.parts, name)))
-                    node = Node(next(self._next_ino), store, parts, is_dir, parent.ino,
-                                os.fsencode(name), children={} if is_dir else None)
+                    node = Node(next(self._next_ino), store, parts, is_dir, parent.ino)
+                    if is_dir:
+                        node.files, node.dirs = {}, {}
                     self._nodes[node.ino] = node
-                    children[(name, is_dir)] = node
+                    children[parts[-1] if parts else store] = node
         return node
 
     def _find(self, store: str, parts: tuple[str, ...], is_dir: bool) -> Node | None:

@@ -86,7 +86,7 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         self.config = engine.config
         self._agent_by_uid = {spec.uid: name for name, spec in self.config.agents.items()}
         self._started_ns = time.time_ns()
-        root = Node(ROOT, "", (), True, ROOT, b"", children={})
+        root = Node(ROOT, "", (), True, ROOT, files={}, dirs={})
         self._nodes: dict[int, Node] = {ROOT: root}
         self._attrs_memo = LRU(ATTRS_MEMO)
         self._next_ino = itertools.count(ROOT + 1)
@@ -268,9 +268,10 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         try:
             # The hot loop of a listing (rg lists every directory it searches): names,
             # then an lstat each (cheaper than scandir's DirEntry objects).
-            children, attrs_of, add, lstat = node.children, self._attrs, entries.append, os.stat
-            assert children is not None  # a directory's
-            kept = backing.is_kept
+            files, dirs = node.files, node.dirs
+            attrs_of, add, lstat = self._attrs, entries.append, os.stat
+            assert files is not None and dirs is not None  # a directory's
+            kept, fsencode = backing.is_kept, os.fsencode
             for name in sorted(os.listdir(dir_fd)):
                 if not _showable(name):
                     continue
@@ -279,13 +280,12 @@ class MemoryView(KernelCache, pyfuse3.Operations):
                 except OSError:
                     continue
                 if kept(st):
-                    kind = False
+                    child = files.get(name) or self._child(node, name, False)
                 elif stat.S_ISDIR(st.st_mode):
-                    kind = True
+                    child = dirs.get(name) or self._child(node, name, True)
                 else:
                     continue  # symlinks, FIFOs, sockets, devices, hard links: hidden
-                child = children.get((name, kind)) or self._child(node, name, kind)
-                add((child.name, attrs_of(child, st)))
+                add((fsencode(name), attrs_of(child, st)))
         finally:
             os.close(dir_fd)
         return entries
