@@ -117,3 +117,21 @@ def test_find_reaches_every_node_made_and_nothing_else() -> None:
     assert table._find("notes", ("a", "b.md", "x"), False) is None  # below a file
     assert table._find("ops", ("a",), True) is None
     assert table._child(table.root, "notes", False) is store  # the root holds stores
+
+
+def _stat(dev: int = 2049, ino: int = 12, mtime_ns: int = 1_700_000_000_123_456_789,
+          size: int = 4096) -> os.stat_result:
+    fields = [0o100444, ino, dev, 1, 0, 0, size, 0, mtime_ns // 10**9, 0]
+    return os.stat_result(fields, {"st_mtime_ns": mtime_ns})
+
+
+@pytest.mark.parametrize("changed", [
+    {"dev": 2050}, {"ino": 13}, {"mtime_ns": 1_700_000_000_123_456_790}, {"size": 4097},
+    {"ino": 12 + (1 << 40)}, {"size": 0}, {"mtime_ns": -1}, {"dev": (1 << 64) - 1},
+    {"ino": (1 << 64) - 1}, {"size": (1 << 63) - 1},
+])
+def test_a_version_identity_tells_every_field_apart(changed: dict[str, int]) -> None:
+    """The page cache's owner is one int packing (dev, ino, mtime_ns, size) in 64 bits
+    each: a change in any one field, at any of its bits, is another version."""
+    assert _ident(_stat(**changed)) != _ident(_stat())
+    assert _ident(_stat(**changed)) == _ident(_stat(**changed))
