@@ -178,7 +178,7 @@ class NodeTable:
                     if is_dir:
                         node.files, node.dirs = {}, {}
                     self._nodes[node.ino] = node
-                    children[parts[-1] if parts else store] = node
+                    children[name] = node  # the same object as parts[-1]
         return node
 
     def _find(self, store: str, parts: tuple[str, ...], is_dir: bool) -> Node | None:

@@ -19,7 +19,14 @@ import pytest
 from memfs.store import versions
 from memfs.store.history import PACK_AFTER, StoreHistory
 from tests.history.conftest import history_config
-from tests.history.gitcheck import commits, repo_path, store_files, trailers, tree_files
+from tests.history.gitcheck import (
+    commits,
+    git,
+    repo_path,
+    store_files,
+    trailers,
+    tree_files,
+)
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir
 
 
@@ -175,11 +182,9 @@ def test_many_loose_objects_are_packed_in_bounded_packs() -> None:
     files = 2 * PACK_AFTER + 100
     for n in range(files):
         (planted / f"{n:05d}.md").write_text(f"planted {n}\n")
-    git = ["git", "--git-dir", str(repo_path(root, "notes"))]
     with Daemon(config):
         for _ in range(600):  # maintenance runs every second
-            counted = subprocess.run([*git, "count-objects", "-v"], capture_output=True,
-                                     text=True, check=True).stdout
+            counted = git(root, "notes", "count-objects", "-v")
             fields = dict(line.split(": ") for line in counted.splitlines())
             if int(fields["count"]) == 0:  # every loose object packed
                 break
@@ -192,6 +197,5 @@ def test_many_loose_objects_are_packed_in_bounded_packs() -> None:
              for index in indexes]
     assert len(sizes) >= 3 and max(sizes) <= PACK_AFTER, sizes
     assert sum(sizes) >= files  # every planted blob (and the trees) in a pack
-    subprocess.run([*git, "fsck", "--strict", "--no-dangling"], check=True,
-                   capture_output=True)
+    git(root, "notes", "fsck", "--strict", "--no-dangling")
     assert tree_files(commits(root, "notes")[0]) == store_files(root, "notes")
