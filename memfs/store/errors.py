@@ -31,6 +31,11 @@ class NotFound(MemfsError):
     """The store or file does not exist (for an agent allowed to know it)."""
 
 
+class NoSpace(MemfsError):
+    """The memory's file system is full (ENOSPC or EDQUOT) and the change was refused
+    before anything of it landed: nothing was changed."""
+
+
 @dataclass(frozen=True, slots=True)
 class LastWrite:
     """Who last committed a file through memfs, and when (epoch seconds)."""
