@@ -19,14 +19,17 @@
 
 (optional ``## Context`` and ``## Consequences``). Decisions are never deleted or
 edited; recording one that supersedes another marks the old one superseded and links
-both ways, in one commit. Readers take a decision as superseded when its own record
-says so *or* another record supersedes it, so the pair reads the same even if a crash
-landed only the new record; `repairs` lists the old records to fix at start.
+both ways, in one commit of both files, which lands whole or not at all after any crash
+(memfs/store/commits.py). Stores written by an older memfs may hold half a supersede:
+readers take a decision as superseded when its own record names a successor that
+exists *or* another record supersedes it, and `repairs` lists the records to mend at
+start (an old record not yet marked, or one naming a successor that does not exist).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,8 +48,8 @@ class Decision:
     sections: dict[str, str]
 
     def as_dict(self, superseded_by: str | None = None) -> dict[str, Any]:
-        """The record, with the status and link readers take (see the module doc)."""
-        link = self.fields.get("superseded_by") or superseded_by
+        """The record, with ``superseded_by`` as the link readers take (`superseder`)."""
+        link = superseded_by
         return {"id": self.id, "title": self.fields.get("title"),
                 "date": self.fields.get("date"), "author": self.fields.get("author"),
                 "status": "superseded" if link else "accepted",
@@ -98,19 +101,27 @@ def recorded(title: str, decision: str, reason: str, context: str | None,
                            "Consequences": consequences or ""})
 
 
-def superseded(current: bytes | None, old_id: str, new_id: str) -> bytes:
-    """The old record marked superseded by ``new_id``. Raises NotFound, InvalidInput
-    (already superseded)."""
+def superseded(current: bytes | None, old_id: str, new_id: str,
+               exists: Callable[[str], bool]) -> bytes:
+    """The old record marked superseded by ``new_id``. ``exists(id)``: whether a
+    decision record ``id`` exists (a link to a missing one does not count). Raises
+    NotFound, InvalidInput (already superseded)."""
     if current is None:
         raise NotFound(f"no decision {old_id} to supersede")
     old = parse(f"{old_id}.md", current)
     if old is None:
         raise InvalidInput(f"decisions/{old_id}.md is not a decision memfs can read")
-    if old.fields.get("superseded_by"):
-        raise InvalidInput(f"decision {old_id} is already superseded by "
-                           f"{old.fields['superseded_by']}; supersede that one instead")
-    fields = dict(old.fields, status="superseded", superseded_by=new_id)
-    return render(fields, old.sections)
+    successor = old.fields.get("superseded_by")
+    if isinstance(successor, str) and exists(successor):
+        raise InvalidInput(f"decision {old_id} is already superseded by {successor}; "
+                           "supersede that one instead")
+    return _linked(old, new_id)
+
+
+def _linked(record: Decision, successor: str | None) -> bytes:
+    status = "superseded" if successor else "accepted"
+    return render(dict(record.fields, status=status, superseded_by=successor),
+                  record.sections)
 
 
 def links(decisions: dict[str, Decision]) -> dict[str, str]:
@@ -119,10 +130,35 @@ def links(decisions: dict[str, Decision]) -> dict[str, str]:
             if d.fields.get("supersedes")}
 
 
-def repairs(decisions: dict[str, Decision]) -> list[tuple[str, str]]:
-    """(old id, new id) pairs whose old record does not yet say it was superseded."""
-    return [(old, new) for old, new in links(decisions).items()
-            if old in decisions and not decisions[old].fields.get("superseded_by")]
+def superseder(record: Decision, decisions: dict[str, Decision],
+               links: dict[str, str]) -> str | None:
+    """The id of the record that supersedes ``record``, as readers take it: its own
+    link when that record exists, else a record that says it supersedes it."""
+    own = record.fields.get("superseded_by")
+    if isinstance(own, str) and own in decisions:
+        return own
+    return links.get(record.id)
+
+
+def repairs(decisions: dict[str, Decision]) -> list[tuple[str, str | None]]:
+    """(old id, the successor its record should name) for each record to mend: one
+    another record supersedes that does not say so yet, or one that names a successor
+    that does not exist (None: it is accepted again)."""
+    found = links(decisions)
+    mend: list[tuple[str, str | None]] = []
+    for record in decisions.values():
+        own = record.fields.get("superseded_by") or None
+        wanted = superseder(record, decisions, found)
+        if own != wanted:
+            mend.append((record.id, wanted))
+    return sorted(mend)
+
+
+def mended(current: bytes | None, decision_id: str, successor: str | None) -> bytes | None:
+    """The record of ``decision_id`` naming ``successor`` (None: none); None when it
+    is gone or unreadable (nothing to mend)."""
+    record = None if current is None else parse(f"{decision_id}.md", current)
+    return None if record is None else _linked(record, successor)
 
 
 def describe(record: dict[str, Any]) -> str:

@@ -232,7 +232,9 @@ class Memory:
                 title.strip(), decision.strip(), reason.strip(), context, consequences,
                 agent, now, new_id, supersedes)}
             if old_path is not None and supersedes is not None:
-                writes[old_path] = decisions.superseded(read(old_path), supersedes, new_id)
+                writes[old_path] = decisions.superseded(
+                    read(old_path), supersedes, new_id,
+                    lambda other: read(decisions.path_of(other)) is not None)
             return writes, writes[new_path]
 
         summary = (f"decision: {new_id} supersedes {supersedes}" if supersedes
@@ -250,7 +252,7 @@ class Memory:
         found = self.records(agent, store, decisions.FOLDER)
         by_id = {d.id: d for d in found.values()}
         links = decisions.links(by_id)
-        views = [d.as_dict(links.get(d.id)) for d in by_id.values()]
+        views = [d.as_dict(decisions.superseder(d, by_id, links)) for d in by_id.values()]
         views = [v for v in views if status == "all" or v["status"] == status]
         return sorted(views, key=lambda v: v["id"], reverse=True)
 
@@ -260,28 +262,35 @@ class Memory:
         found = self.records(agent, store, decisions.FOLDER)
         if name not in found:
             raise NotFound(f"no decision {decision_id} in {store}")
-        links = decisions.links({d.id: d for d in found.values()})
+        by_id = {d.id: d for d in found.values()}
         record: decisions.Decision = found[name]
-        return record.as_dict(links.get(decision_id))
+        return record.as_dict(decisions.superseder(record, by_id, decisions.links(by_id)))
 
     # -- start-up -----------------------------------------------------------------------
 
     def repair(self) -> list[str]:
-        """Finish supersedes a crash cut in half (the new record landed, the old one was
-        not marked): mark the old records, as memfs. Returns the ids fixed."""
+        """Mend supersedes that an older memfs's crash cut in half (today a supersede
+        lands whole or not at all): an old record not yet marked superseded is marked,
+        and one naming a successor that does not exist is accepted again; as memfs.
+        Returns the ids mended."""
         fixed = []
         for (store, folder), records in self._folders.items():
             if folder != decisions.FOLDER:
                 continue
             by_id = {d.id: d for d in records.records().values()}
-            for old, new in decisions.repairs(by_id):
-                path = decisions.path_of(old)
+            for decision_id, successor in decisions.repairs(by_id):
+                path = decisions.path_of(decision_id)
+                ghost = by_id[decision_id].fields.get("superseded_by")
+                what = (f"superseded by {successor}" if successor else
+                        f"accepted again (its successor {ghost} does not exist)")
 
-                def plan(read: Reader, old: str = old, new: str = new,
-                         path: str = path) -> Plan:
-                    return Plan({path: decisions.superseded(read(path), old, new)},
-                                "decision", f"decision: {old} superseded by {new} (repaired)")
+                def plan(read: Reader, decision_id: str = decision_id,
+                         successor: str | None = successor, path: str = path,
+                         what: str = what) -> Plan:
+                    data = decisions.mended(read(path), decision_id, successor)
+                    return Plan({} if data is None else {path: data}, "decision",
+                                f"decision: {decision_id} {what} (repaired)")
 
                 self.engine.update(None, store, plan)
-                fixed.append(old)
+                fixed.append(decision_id)
         return fixed

@@ -1,21 +1,29 @@
-"""Landing accepted changes in a store, and recovering from a landing cut short.
+"""Landing accepted changes in a store, and finishing a landing a crash cut short.
 
 A change is accepted by the engine's version checks under the store lock; landing it
 is then one step under the same lock:
 
-1. the *intent* (writer, paths, new digests) is set as an xattr of the store's lock
+1. its history commit is *prepared*: the trees and the commit object are written, but
+   ``main`` does not move yet (memfs/store/history.py), so a history that cannot be
+   written (a full disk) refuses the change before any of it lands;
+2. the *intent* (writer, paths, new digests, the prepared commit, and for a change of
+   several files where each staged file waits) is set as an xattr of the store's lock
    file, so whoever takes the lock next can finish what a crash interrupted;
-2. the staged files are renamed into place (or the files unlinked);
-3. the writer's seen records are updated;
-4. the history commit is made (memfs/store/history.py), so commit order is
-   acceptance order, across daemons too;
-5. the intent is removed.
+3. the staged files are renamed into place (or the files unlinked);
+4. the writer's seen records are updated;
+5. ``main`` moves to the prepared commit, so commit order is acceptance order, across
+   daemons too; this finishes the intent (it names the head it started from).
 
-Whoever takes a store lock and finds an intent there (its holder died between 1 and
-5) repairs it before anything else: the writer's records are set for the paths that
-hold the intended version, and the history records what the files now hold as a
-``recover:`` commit. At start-up `recover` also compares the whole tree of ``main``
-with the files (an operator's changes, a damaged repository).
+Whoever takes a store lock and finds an unfinished intent (its holder died between 2
+and 5) finishes it before anything else, *forward*: the files of a change of several
+files that are still waiting in the store's landing directory (``ROOT/state/landing/
+STORE/``, staged there before the intent was set) are renamed into place, so such a
+change is all or nothing whatever the order of its files; then the writer's records
+are set for the paths that hold the intended version, and ``main`` moves to the
+prepared commit (the change keeps its author) when the files are what it records,
+else the files are recorded as a ``recover:`` commit. At start-up `recover` also
+compares the whole tree of ``main`` with the files (an operator's changes, a damaged
+repository).
 """
 
 from __future__ import annotations
@@ -34,10 +42,10 @@ from pathlib import Path
 
 import pygit2
 
-from memfs.store import backing
-from memfs.store.errors import InvalidInput
+from memfs.store import backing, crashpoints
+from memfs.store.errors import InvalidInput, NoSpace
 from memfs.store.generation import Generation
-from memfs.store.history import Change, HistoryError, StoreHistory, message_for
+from memfs.store.history import Change, HistoryError, HistoryFull, StoreHistory, message_for
 from memfs.store.paths import MemPath
 from memfs.store.planted import PlantedIndex
 from memfs.store.seen import SeenRecords
@@ -68,9 +76,10 @@ class Landing:
 
 
 class Store:
-    """One store's handles: its directory fd, lock, planted index and history."""
+    """One store's handles: its directory fd, lock, landing directory, planted index and
+    history."""
 
-    def __init__(self, name: str, directory: Path, lock_path: Path,
+    def __init__(self, name: str, directory: Path, lock_path: Path, landing: Path,
                  history_path: Path | None, seen: SeenRecords) -> None:
         self.name = name
         directory.mkdir(mode=backing.DIR_MODE, exist_ok=True)
@@ -79,12 +88,17 @@ class Store:
         self.seen = seen
         self._thread_lock = threading.Lock()
         self._lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # Files of a change of several files wait here, staged, until the intent that
+        # names them is set: only the holder of the store lock uses it.
+        landing.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.landing_fd = os.open(landing, backing.DIR_FLAGS)
         self.generation = Generation(self._lock_fd)  # bumped by every landing
         self.history = None if history_path is None else StoreHistory(history_path, name)
         self.observe_land: Callable[[float], None] | None = None  # seconds per landing
 
     def close(self) -> None:
         os.close(self.fd)
+        os.close(self.landing_fd)
         os.close(self._lock_fd)
 
     # -- the lock -----------------------------------------------------------------------
@@ -93,7 +107,7 @@ class Store:
     def locked(self) -> Iterator[None]:
         """Exclusive: a thread lock for this process plus an flock on a shared file for
         other daemons on the root. Held only inside engine calls, so a client that
-        vanishes can never strand it. A landing a dead holder left is repaired first."""
+        vanishes can never strand it. A landing a dead holder left is finished first."""
         with self._thread_lock:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             try:
@@ -107,10 +121,11 @@ class Store:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _unfinished(self) -> dict[str, object] | None:
-        """The intent of a landing that did not finish, if any. A landing's intent
-        stays on the lock file and names the head of ``main`` it started from: once its
-        commit moved ``main``, it is finished (one xattr write per landing, none to
-        clear it). Sets ``self._head``, the head now (valid while the lock is held)."""
+        """The intent of a landing that did not finish, if any. In a store with history
+        a landing's intent stays on the lock file and names the head of ``main`` it
+        started from: once ``main`` moved, it is finished (one xattr write per landing,
+        none to clear it); without history, an intent is removed when its landing ends.
+        Sets ``self._head``, the head now (valid while the lock is held)."""
         self._head = None
         unreadable = False
         if self.history is not None:
@@ -130,7 +145,7 @@ class Store:
             intent = {}
         if not isinstance(intent, dict):
             intent = {}
-        if self.history is None:  # only appends leave one, cleared when they finish
+        if self.history is None:
             return intent
         return intent if unreadable or intent.get("head") == self._head else None
 
@@ -139,6 +154,20 @@ class Store:
             return None if self.history is None else self.history.head_id()
         except HistoryError:
             return None
+
+    def _set_intent(self, intent: dict[str, object], *, required: bool) -> None:
+        """Set the intent on the lock file. ``required`` (a change of several files,
+        which only the intent can finish after a crash): a failure refuses the change
+        (NoSpace on a full disk), before anything landed. Otherwise a failure is
+        ignored: the change is one rename, and start-up recovery records it."""
+        try:
+            os.setxattr(self._lock_fd, PENDING, json.dumps(intent).encode())
+        except OSError as error:
+            if not required:
+                return
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise NoSpace("the memory's disk is full: nothing was changed") from None
+            raise
 
     def _clear_intent(self) -> None:
         with contextlib.suppress(OSError):
@@ -149,12 +178,16 @@ class Store:
     def land(self, agent: str, email: str, landings: list[Landing], *, op: str,
              summary: str, forced: bool = False) -> str | None:
         """Land an accepted change (the caller holds `locked` and made its checks):
-        intent, renames and unlinks, the writer's records, the history commit.
-        Returns the commit id (None without history). A history failure is logged and
-        left to recovery: the change itself stands. Without history there is no
-        intent: a crash between the rename and the writer's record then only costs
-        the writer a conflict that names itself (see errors.Conflict). Its duration
-        goes to ``observe_land`` when set (the daemon's commit latency metric)."""
+        the prepared commit, the intent, renames and unlinks, the writer's records,
+        ``main`` moved. Returns the commit id (None without history). A change of
+        several files must be staged in the landing directory (`landing_fd`): it
+        lands whole or not at all, whatever the order of its files, after any crash.
+        Raises NoSpace (the disk is full: nothing landed). A history that cannot be
+        written for another reason is logged and left to recovery: the change itself
+        stands. Without history, a single file has no intent: a crash between the
+        rename and the writer's record then only costs the writer a conflict that
+        names itself (see errors.Conflict). Its duration goes to ``observe_land``
+        when set (the daemon's commit latency metric)."""
         start = time.perf_counter()
         try:
             return self._land(agent, email, landings, op=op, summary=summary, forced=forced)
@@ -164,15 +197,32 @@ class Store:
 
     def _land(self, agent: str, email: str, landings: list[Landing], *, op: str,
               summary: str, forced: bool) -> str | None:
+        several = len(landings) > 1
+        digest = landings[0].digest if not several else None
+        prepared = self._prepare(landings, agent, email,
+                                 message_for(summary, op, digest, forced))
+        crashpoints.reached("land.prepared")
         intent: dict[str, object] = {
             "agent": agent,
             "head": self._head,
+            "commit": prepared,
             "paths": {x.path.rel: x.digest for x in landings},
             "record": [x.path.rel for x in landings if x.record or x.forget],
         }
-        if self.history is not None:
-            with contextlib.suppress(OSError):  # no xattrs: start-up recovery covers it
-                os.setxattr(self._lock_fd, PENDING, json.dumps(intent).encode())
+        if several:
+            if any(x.staged is not None and x.staged.directory != self.landing_fd
+                   for x in landings):
+                raise ValueError("a change of several files is staged in the landing "
+                                 "directory")
+            intent["roll"] = {x.path.rel: x.staged.name for x in landings
+                              if x.staged is not None}
+        if several or self.history is not None:
+            self._set_intent(intent, required=several)
+        if several:
+            for landing in landings:  # from here on they are the intent's to land
+                if landing.staged is not None:
+                    landing.staged.moved = True
+        crashpoints.reached("land.intent")
         try:
             for landing in landings:
                 name = landing.path.parts[-1]
@@ -180,10 +230,17 @@ class Store:
                     landing.staged.move_to(landing.parent, name)
                 else:
                     os.unlink(name, dir_fd=landing.parent)
+                crashpoints.reached("land.rename")
         except BaseException:
-            self._repair(intent)  # whatever did land is recorded; the rest never happened
-            self.generation.bump()
-            raise
+            if not several:
+                self._repair(intent)  # whatever did land is recorded; the rest never happened
+                self.generation.bump()
+                raise
+            try:  # a change of several files goes forward or stays pending, never half
+                self._roll_forward(intent)
+            except BaseException:
+                self.generation.bump()
+                raise  # the intent stays: the next holder of the lock finishes it
         # Still under the lock, the files in place: other daemons notice (generation.py).
         self.generation.bump()
         for landing in landings:
@@ -191,19 +248,46 @@ class Store:
                 self.seen.forget(agent, landing.path)
             elif landing.record and landing.staged is not None:
                 self.seen.put(agent, landing.path, landing.staged.digest)
-        commit = None
-        if self.history is not None:
-            digest = landings[0].digest if len(landings) == 1 else None
-            message = message_for(summary, op, digest, forced)
-            try:
-                commit = self.history.commit(
-                    [Change(x.path.rel, x.blob) for x in landings], author=agent,
-                    email=email, message=message, parent=self._head)
-            except HistoryError as error:
-                log.error("%s (the change stands; it is recorded at the next start)", error)
-                return None
-            self._head = commit  # finished: the intent names the head it started from
+        crashpoints.reached("land.records")
+        commit = self._advance(prepared)
+        crashpoints.reached("land.commit")
+        if several and self.history is None:
+            self._clear_intent()
         return commit
+
+    def _prepare(self, landings: list[Landing], agent: str, email: str,
+                 message: str) -> str | None:
+        """The change's history commit, written but not yet on ``main`` (None without
+        history, or when the history cannot be written for another reason than a full
+        disk: logged, and recorded at the next start). Raises NoSpace."""
+        if self.history is None:
+            return None
+        if any(x.staged is not None and x.blob is None for x in landings):
+            log.error("store %s: a blob of this change is missing from its history (the "
+                      "change stands; it is recorded at the next start)", self.name)
+            return None
+        try:
+            return self.history.prepare([Change(x.path.rel, x.blob) for x in landings],
+                                        author=agent, email=email, message=message,
+                                        parent=self._head)
+        except HistoryFull as error:
+            raise NoSpace(f"{error}: nothing was changed") from None
+        except HistoryError as error:
+            log.error("%s (the change stands; it is recorded at the next start)", error)
+            return None
+
+    def _advance(self, prepared: str | None) -> str | None:
+        """Move ``main`` to the prepared commit; None (logged) if it cannot be moved:
+        the intent stays, and the next holder of the lock moves it."""
+        if prepared is None or self.history is None:
+            return None
+        try:
+            self.history.advance(prepared)
+        except HistoryError as error:
+            log.error("%s (the change stands; its commit is made by the next change)", error)
+            return None
+        self._head = prepared  # finished: the intent names the head it started from
+        return prepared
 
     def append(self, agent: str, email: str, path: MemPath, fd: int, old: Version,
                data: bytes, digest: str, *, record: bool) -> str | None:
@@ -217,7 +301,9 @@ class Store:
         mark removed. The intent on the lock file names the old size: if a crash cuts
         the append short, the next holder of the lock truncates the file back
         (`_repair`). Returns the history commit (None without history), whose blob
-        is the whole new file (that part costs what the file costs)."""
+        is the whole new file (that part costs what the file costs), prepared before
+        any byte is written. Raises NoSpace (the disk is full: the file is as it
+        was)."""
         start = time.perf_counter()
         try:
             return self._append(agent, email, path, fd, old, data, digest, record=record)
@@ -228,13 +314,21 @@ class Store:
     def _append(self, agent: str, email: str, path: MemPath, fd: int, old: Version,
                 data: bytes, digest: str, *, record: bool) -> str | None:
         rel = path.rel
+        blob = prepared = None
+        if self.history is not None:
+            blob = self.blob(backing.read_all(fd, old.size) + data)
+            if blob is not None:
+                prepared = self._prepare([Landing(path, -1, None, blob)], agent, email,
+                                         message_for(f"append {path}", "append", digest,
+                                                     False))
+        crashpoints.reached("append.prepared")
         intent: dict[str, object] = {
-            "agent": agent, "head": self._head, "paths": {rel: digest},
+            "agent": agent, "head": self._head, "commit": prepared, "paths": {rel: digest},
             "record": [rel] if record else [], "append": {"rel": rel, "size": old.size},
         }
-        with contextlib.suppress(OSError):
-            os.setxattr(self._lock_fd, PENDING, json.dumps(intent).encode())
+        self._set_intent(intent, required=False)
         mark_appending(fd, old.size)
+        crashpoints.reached("append.marked")
         try:
             offset, view = old.size, memoryview(data)
             while view:
@@ -242,50 +336,51 @@ class Store:
                 offset += written
                 view = view[written:]
             os.fsync(fd)
-            blob = None
-            if self.history is not None:
-                blob = self.blob(backing.read_all(fd, old.size) + data)
+            crashpoints.reached("append.written")
             stamp(fd, digest, agent, time.time(), None if blob is None else str(blob))
             mark_appending(fd, None)
-        except BaseException:
+            crashpoints.reached("append.stamped")
+        except BaseException as error:
             self._repair(intent)  # back to the old size: the append never happened
+            if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise NoSpace(f"the memory's disk is full: nothing was appended to {path}") \
+                    from None
             raise
         self.generation.bump()
         if record:
             self.seen.put(agent, path, digest)
-        commit = None
-        if self.history is not None:
-            try:
-                commit = self.history.commit(
-                    [Change(rel, blob)], author=agent, email=email, parent=self._head,
-                    message=message_for(f"append {path}", "append", digest, False))
-            except HistoryError as error:
-                log.error("%s (the change stands; it is recorded at the next start)", error)
-                return None
-            self._head = commit
-        else:
+        crashpoints.reached("append.records")
+        commit = self._advance(prepared)
+        if self.history is None:
             self._clear_intent()
         return commit
 
     def blob(self, data: bytes) -> pygit2.Oid | None:
         """The git blob of ``data`` (written now; content-addressed, so safe outside
-        the lock), or None without history."""
+        the lock), or None without history or when the history cannot be written (then
+        logged: the change is recorded at the next start). Raises NoSpace."""
         if self.history is None:
             return None
         try:
             return self.history.blob(data)
-        except (pygit2.GitError, OSError) as error:
-            log.error("cannot write to the history of %s: %s", self.name, error)
+        except HistoryFull as error:
+            raise NoSpace(f"{error}: nothing was changed") from None
+        except HistoryError as error:
+            log.error("%s", error)
             return None
 
     # -- recovery -----------------------------------------------------------------------
 
     def _repair(self, intent: dict[str, object]) -> None:
         """Finish a landing whose holder died: an append in place cut short is
-        truncated back to its old size; then the writer's records, then history."""
+        truncated back to its old size; the files of a change of several files still
+        waiting in the landing directory are renamed into place; then the writer's
+        records, then history (the prepared commit when the files hold what it
+        records, else a ``recover:`` commit)."""
         appended = intent.get("append")
         if isinstance(appended, dict):
             self._undo_append(str(appended.get("rel")), appended.get("size"))
+        self._roll_forward(intent)
         agent, paths, recorded = intent.get("agent"), intent.get("paths"), intent.get("record")
         if not isinstance(paths, dict):
             paths = {}
@@ -305,8 +400,57 @@ class Store:
         log.warning("store %s: finished a change that a crashed daemon left half done (%s)",
                     self.name, ", ".join(names))
         if self.history is not None:
-            self._recover_history(names, why="a daemon died during a commit")
+            prepared = intent.get("commit")
+            if not (isinstance(prepared, str) and self._holds(paths)
+                    and self._advance(prepared) is not None):
+                self._recover_history(names, why="a daemon died during a commit")
+        self._clear_landing()
         self._clear_intent()
+
+    def _roll_forward(self, intent: dict[str, object]) -> None:
+        """Rename into place the files of a change of several files that still wait in
+        the landing directory, and unlink the files it deletes that are still there:
+        after the intent was set, the change goes forward, never back."""
+        roll, paths = intent.get("roll"), intent.get("paths")
+        if not isinstance(roll, dict) or not isinstance(paths, dict):
+            return
+        for rel, digest in paths.items():
+            parts = tuple(str(rel).split("/"))
+            staged = roll.get(rel)
+            if digest is not None and not (isinstance(staged, str) and staged.isalnum()):
+                continue
+            staged = str(staged)
+            try:
+                parent = backing.walk_parent(self.fd, parts, create=digest is not None)
+            except FileNotFoundError:
+                continue  # a file to delete whose folder is gone: nothing left to do
+            with backing.closing_fd(parent):
+                try:
+                    if digest is None:
+                        os.unlink(parts[-1], dir_fd=parent)
+                    else:
+                        os.rename(staged, parts[-1], src_dir_fd=self.landing_fd,
+                                  dst_dir_fd=parent)
+                except FileNotFoundError:
+                    continue  # landed before the crash
+                os.fsync(parent)
+            log.warning("store %s: %s of a change cut short by a crash: finished", self.name,
+                        "deleted " + str(rel) if digest is None else f"{rel} landed")
+
+    def _holds(self, paths: dict[object, object]) -> bool:
+        """True if every path holds the digest ``paths`` names (None: no file)."""
+        for rel, wanted in paths.items():
+            version = self._version(str(rel))
+            if (None if version is None else version.digest) != wanted:
+                return False
+        return True
+
+    def _clear_landing(self) -> None:
+        """Remove what waits in the landing directory (the lock holder's own: staged
+        files a crash left before their intent was set)."""
+        for name in os.listdir(self.landing_fd):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=self.landing_fd)
 
     def _undo_append(self, rel: str, size: object) -> None:
         """Truncate a file whose append in place was cut short (still marked, its
@@ -338,6 +482,7 @@ class Store:
         """At start-up, under the lock: repair a pending landing, make sure the history
         is readable (falling back to the durable head, else rebuilding it), and commit
         what differs from the files. Returns the paths recorded."""
+        self._clear_landing()
         if self.history is None:
             return []
         try:

@@ -6,6 +6,7 @@ Layout under ROOT::
     state/seen/AGENT/STORE/...   digest each agent last read or wrote (seen.py)
     state/staging/DAEMON/        new bytes before they are renamed into place
     state/locks/STORE.lock       flock'd by the daemon committing to STORE
+    state/landing/STORE/         files of a change of several files, until it lands
     state/history/STORE.git      the store's git history (history.py)
 
 The engine is synchronous and thread-safe: the daemon calls it from trio worker
@@ -116,7 +117,7 @@ class Engine(HistoryOps, Looking):
         for name, spec in config.stores.items():
             history = state / "history" / f"{name}.git" if spec.history else None
             self._stores[name] = Store(name, stores_dir / name, state / "locks" / f"{name}.lock",
-                                       history, self.seen)
+                                       state / "landing" / name, history, self.seen)
         self._staging = Staging(state / "staging")
         self.commit_listeners: list[Callable[[MemPath], None]] = []
 
@@ -475,17 +476,21 @@ class Engine(HistoryOps, Looking):
                     return plan.result, None
                 if plan.op in SINGLE_PATH_OPS:  # the log reads those as one-path commits
                     raise ValueError(f"a plan's op cannot be {plan.op!r}")
+                # Several files wait in the store's landing directory, so that a crash
+                # at any point lands all of them or none (see commits.py).
+                into = handles.landing_fd if len(plan.writes) > 1 else None
                 for rel, data in sorted(plan.writes.items()):
                     path = _mem_path(store, rel)
                     parent = self._parent(path, create=data is not None)
                     cleanup.callback(os.close, parent)
+                    _version_at(parent, path.parts[-1])  # a directory or symlink: refused now
                     if data is None:
                         landings.append(Landing(path, parent, None, record=False, forget=True))
                         continue
                     self._check_size(len(data))
                     blob = handles.blob(data)
                     staged = cleanup.enter_context(
-                        self._staging.stage(data, author, _hex(blob)))
+                        self._staging.stage(data, author, _hex(blob), into=into))
                     # No seen record for the writer: these files are only ever changed
                     # by such steps, which read what is there under the lock.
                     landings.append(Landing(path, parent, staged, blob, record=False))

@@ -35,6 +35,7 @@ the store lock: packed objects are immutable, so writers go on).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -47,7 +48,7 @@ from pathlib import Path
 
 import pygit2
 
-from memfs.store.errors import InvalidInput, MemfsError, NotFound
+from memfs.store.errors import InvalidInput, MemfsError, NoSpace, NotFound
 from memfs.store.gitobjects import (
     on_shared_filesystem,
     temporary_name,
@@ -72,6 +73,10 @@ pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, False)
 class HistoryError(MemfsError):
     """A store's repository cannot be read or written (missing, corrupt, disk full).
     The engine logs it and rebuilds the repository from the files at start."""
+
+
+class HistoryFull(HistoryError, NoSpace):
+    """A history write failed because the file system is full."""
 
 
 @dataclass(frozen=True)
@@ -199,10 +204,14 @@ class StoreHistory:
     # -- writing (under the store lock) ----------------------------------------------
 
     def blob(self, data: bytes) -> pygit2.Oid:
-        """Store ``data`` as a blob (content-addressed: safe outside the lock)."""
+        """Store ``data`` as a blob (content-addressed: safe outside the lock). Raises
+        HistoryError (NoSpace: the file system is full)."""
         self._written += 1
-        with self._writing:
-            return self._repo.create_blob(data)
+        try:
+            with self._writing:
+                return self._repo.create_blob(data)
+        except (pygit2.GitError, OSError) as error:
+            raise _write_error(self.store, error) from error
 
     def head(self, repo: pygit2.Repository | None = None) -> pygit2.Commit | None:
         """``main``'s commit read from disk now (another daemon may have moved it)."""
@@ -229,12 +238,30 @@ class StoreHistory:
                when: float | None = None, parent: str | None = None) -> str:
         """One commit on ``main`` applying ``changes`` to its tree; returns its id.
         ``parent``: ``main``'s head as the caller just read it (read again if None).
-        Raises HistoryError when the repository cannot be written."""
+        Raises HistoryError when the repository cannot be written (NoSpace when its
+        file system is full)."""
         with self._writing:
-            return self._commit(changes, author, email, message, when, parent)
+            oid = self._prepare(changes, author, email, message, when, parent)
+            self._advance(oid)
+            return oid
 
-    def _commit(self, changes: Iterable[Change], author: str, email: str, message: str,
-                when: float | None, parent: str | None) -> str:
+    def prepare(self, changes: Iterable[Change], *, author: str, email: str, message: str,
+                parent: str | None) -> str:
+        """Write the objects of the commit that `commit` would make (its trees and the
+        commit itself) without moving ``main``; `advance` moves it. Content-addressed
+        objects that nothing names yet: a change can be refused after this with
+        nothing to undo. Raises HistoryError (NoSpace: the file system is full)."""
+        with self._writing:
+            return self._prepare(changes, author, email, message, None, parent)
+
+    def advance(self, oid: str) -> None:
+        """Point ``main`` at ``oid``, a commit `prepare` made on ``main``'s head (the
+        caller holds the store lock). Raises HistoryError."""
+        with self._writing:
+            self._advance(oid)
+
+    def _prepare(self, changes: Iterable[Change], author: str, email: str, message: str,
+                 when: float | None, parent: str | None) -> str:
         try:
             head = self.head() if parent is None else self._repo[parent]
             assert head is None or isinstance(head, pygit2.Commit)
@@ -247,13 +274,18 @@ class StoreHistory:
             committer = pygit2.Signature(*COMMITTER, at, 0)
             oid = self._repo.create_commit(None, signature, committer, message, tree,
                                            [head.id] if head else [])
-            write_ref(str(self.path), REF, str(oid), shared=self._sync)
         except (pygit2.GitError, OSError, KeyError) as error:
-            raise HistoryError(f"cannot commit to the history of {self.store}: {error}") \
-                from error
-        self._written += 2
-        self._dirty = True
+            raise _write_error(self.store, error) from error
+        self._written += 1
         return str(oid)
+
+    def _advance(self, oid: str) -> None:
+        try:
+            write_ref(str(self.path), REF, oid, shared=self._sync)
+        except OSError as error:
+            raise _write_error(self.store, error) from error
+        self._written += 1
+        self._dirty = True
 
     def _updated(self, tree: pygit2.Tree | None,
                  changes: Mapping[tuple[str, ...], pygit2.Oid | None]) -> pygit2.Oid | None:
@@ -549,6 +581,14 @@ def named_path(message: str, store: str) -> str | None:
         if not to or not _REV_HEX.fullmatch(rev):
             return None
     return named or None
+
+
+def _write_error(store: str, error: BaseException) -> HistoryError:
+    """The error of a failed history write: NoSpace when its file system is full."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return HistoryFull(f"cannot commit to the history of {store}: the memory's disk "
+                           "is full")
+    return HistoryError(f"cannot commit to the history of {store}: {error}")
 
 
 def _entry_id(tree: pygit2.Tree, rel: str) -> pygit2.Oid | None:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from memfs.store import backing
+from memfs.store import backing, crashpoints
 from memfs.store.errors import InvalidInput
 from memfs.store.versions import digest_bytes, stamp
 
@@ -21,16 +21,16 @@ from memfs.store.versions import digest_bytes, stamp
 class Staged:
     """New bytes, durable in the staging directory, ready to be renamed into place."""
 
-    def __init__(self, staging_fd: int, name: str, digest: str, size: int) -> None:
-        self._staging_fd = staging_fd
+    def __init__(self, directory: int, name: str, digest: str, size: int) -> None:
+        self.directory = directory  # fd of the directory it waits in
         self.name = name
         self.digest = digest
         self.size = size
-        self.moved = False
+        self.moved = False  # moved into place, or handed over to a landing's intent
 
     def move_to(self, parent: int, name: str) -> None:
         try:
-            os.rename(self.name, name, src_dir_fd=self._staging_fd, dst_dir_fd=parent)
+            os.rename(self.name, name, src_dir_fd=self.directory, dst_dir_fd=parent)
         except IsADirectoryError:
             raise InvalidInput(f"{name!r} is a directory") from None
         except OSError as error:
@@ -60,14 +60,17 @@ class Staging:
         self._fd = os.open(self.path, backing.DIR_FLAGS)
 
     @contextlib.contextmanager
-    def stage(self, data: bytes, agent: str, git: str | None = None) -> Iterator[Staged]:
+    def stage(self, data: bytes, agent: str, git: str | None = None, *,
+              into: int | None = None) -> Iterator[Staged]:
         """Write ``data`` to a new staged file with its version record (``git``: its
-        blob id in the store's history), fsynced. The staged file is removed on exit
-        unless it was moved into place."""
+        blob id in the store's history), fsynced, in this daemon's staging directory
+        or the directory ``into`` (a store's landing directory: see commits.py). The
+        staged file is removed on exit unless it was moved into place."""
+        directory = self._fd if into is None else into
         name = secrets.token_hex(8)
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
-                     backing.FILE_MODE, dir_fd=self._fd)
-        staged = Staged(self._fd, name, digest_bytes(data), len(data))
+                     backing.FILE_MODE, dir_fd=directory)
+        staged = Staged(directory, name, digest_bytes(data), len(data))
         try:
             try:
                 os.fchmod(fd, backing.FILE_MODE)
@@ -78,11 +81,12 @@ class Staging:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            crashpoints.reached("stage")
             yield staged
         finally:
             if not staged.moved:
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(name, dir_fd=self._fd)
+                    os.unlink(name, dir_fd=directory)
 
     def close(self) -> None:
         os.close(self._fd)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -16,7 +17,9 @@ from pathlib import Path
 import blake3
 import pytest
 
+from control.client import MemfsClientError
 from memfs.store import versions
+from memfs.store.crashpoints import ENV
 from memfs.store.history import PACK_AFTER, StoreHistory
 from tests.history.conftest import history_config
 from tests.history.gitcheck import (
@@ -199,3 +202,71 @@ def test_many_loose_objects_are_packed_in_bounded_packs() -> None:
     assert sum(sizes) >= files  # every planted blob (and the trees) in a pack
     git(root, "notes", "fsck", "--strict", "--no-dangling")
     assert tree_files(commits(root, "notes")[0]) == store_files(root, "notes")
+
+
+# The steps of one write and of one append, in order (memfs/store/crashpoints.py).
+WRITE_STEPS = ["stage", "land.prepared", "land.intent", "land.rename", "land.records",
+               "land.commit"]
+
+
+@pytest.mark.slow
+def test_a_write_killed_at_any_step_keeps_its_author_in_history() -> None:
+    """Killed between any two steps of a write, the next daemon finds the old or the
+    new version (the rename decides) and, when the new one landed, its own commit by
+    its agent (the commit prepared before the rename), never an anonymous recover:;
+    plain git finds the repository valid."""
+    config = history_config(public_tmpdir())
+    root = Path(str(config["root"]))
+    target = root / "stores" / "notes" / "step.md"
+    for index, step in enumerate(WRITE_STEPS):
+        with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+            alice.write("notes/step.md", f"before {index}\n", force=True)
+        crashing = Daemon(config, env={ENV: step})
+        crashing.start()
+        with connect_as(UID_A, crashing.socket) as alice, pytest.raises(MemfsClientError):
+            alice.write("notes/step.md", f"after {index}\n", force=True)
+        assert crashing.proc is not None and crashing.proc.wait(30) == -signal.SIGKILL, step
+        with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+            landed = target.read_text() == f"after {index}\n"
+            assert landed == (index >= WRITE_STEPS.index("land.rename")), step
+            head = commits(root, "notes")[0]
+            assert tree_files(head) == store_files(root, "notes"), step
+            if landed:
+                assert head.message.startswith("write notes/step.md"), step
+                assert head.author.name == "alice", step
+            alice.write("notes/step.md", "next\n")  # her record says she wrote it
+        git(root, "notes", "fsck", "--strict", "--no-dangling")
+
+
+APPEND_STEPS = ["append.prepared", "append.marked", "append.written", "append.stamped",
+                "append.records"]
+
+
+@pytest.mark.slow
+def test_an_append_killed_at_any_step_is_whole_or_none_with_its_author() -> None:
+    """Killed between any two steps of an append in place, the next daemon finds the
+    file as it was or with the whole appended text (an append cut short is truncated
+    back), and an append that landed has its own commit by its agent."""
+    config = history_config(public_tmpdir())
+    root = Path(str(config["root"]))
+    target = root / "stores" / "notes" / "log.md"
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/log.md", "start\n")
+    expected = "start\n"
+    for index, step in enumerate(APPEND_STEPS):
+        crashing = Daemon(config, env={ENV: step})
+        crashing.start()
+        with connect_as(UID_A, crashing.socket) as alice, pytest.raises(MemfsClientError):
+            alice.write("notes/log.md", f"line {index}\n", append=True)
+        assert crashing.proc is not None and crashing.proc.wait(30) == -signal.SIGKILL, step
+        with Daemon(config) as daemon:
+            landed = index >= APPEND_STEPS.index("append.stamped")
+            if landed:
+                expected += f"line {index}\n"
+            assert target.read_text() == expected, step
+            head = commits(root, "notes")[0]
+            assert tree_files(head) == store_files(root, "notes"), step
+            if landed:
+                assert head.message.startswith("append notes/log.md"), step
+                assert head.author.name == "alice", step
+        git(root, "notes", "fsck", "--strict", "--no-dangling")

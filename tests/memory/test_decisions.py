@@ -52,8 +52,8 @@ def test_same_title_twice_gets_two_records(daemon: Daemon) -> None:
 
 
 def test_a_half_done_supersede_reads_consistently_and_is_repaired() -> None:
-    """The state a crash between the two renames of a supersede leaves: the new record
-    landed, the old one was not marked yet."""
+    """The state a crash between the two renames of a supersede left (memfs before its
+    landing intents): the new record landed, the old one was not marked yet."""
     config = memory_config(public_tmpdir())
     root = Path(config["root"])
     with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
@@ -69,3 +69,26 @@ def test_a_half_done_supersede_reads_consistently_and_is_repaired() -> None:
     text = (folder / f"{old}.md").read_text()
     assert "status: superseded" in text and f"superseded_by: {new_id}" in text
     assert commits(root, "team")[0].message.startswith(f"decision: {old} superseded by")
+
+
+def test_a_link_to_a_missing_successor_is_ignored_and_mended() -> None:
+    """The other half a crash left (memfs before its landing intents, when the old
+    record sorted first): the old record says superseded_by NEW, and NEW does not exist.
+    Readers take it as accepted, the chain moves on from it, and the next start mends
+    the record; once stuck for good (show NEW: not found, supersede OLD: refused)."""
+    config = memory_config(public_tmpdir())
+    root = Path(config["root"])
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        old = record(alice, "Deploy on Fridays")
+    path = root / "stores" / "team" / "decisions" / f"{old}.md"
+    ghost = old.replace("deploy-on-fridays", "never-deploy-on-fridays")
+    path.write_text(path.read_text().replace("status: accepted", "status: superseded")
+                    .replace("superseded_by: null", f"superseded_by: {ghost}"))
+    with Daemon(config) as daemon, connect_as(UID_B, daemon.socket) as bob:
+        view = bob.call("decision_show", store="team", decision=old)
+        assert (view["status"], view["superseded_by"]) == ("accepted", None)
+        assert commits(root, "team")[0].message.startswith(
+            f"decision: {old} accepted again (its successor {ghost} does not exist)")
+        assert "superseded_by: null" in path.read_text()
+        newer = record(bob, "Never deploy on Fridays", supersedes=old)
+        assert bob.call("decision_show", store="team", decision=old)["superseded_by"] == newer
