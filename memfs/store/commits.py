@@ -35,7 +35,7 @@ from pathlib import Path
 import pygit2
 
 from memfs.store import backing
-from memfs.store.errors import InvalidInput
+from memfs.store.errors import InvalidInput, NoSpace, refused_when_full
 from memfs.store.generation import Generation
 from memfs.store.history import Change, HistoryError, StoreHistory, message_for
 from memfs.store.paths import MemPath
@@ -190,7 +190,7 @@ class Store:
             if landing.forget:
                 self.seen.forget(agent, landing.path)
             elif landing.record and landing.staged is not None:
-                self.seen.put(agent, landing.path, landing.staged.digest)
+                self._record(agent, landing.path, landing.staged.digest)
         commit = None
         if self.history is not None:
             digest = landings[0].digest if len(landings) == 1 else None
@@ -217,10 +217,12 @@ class Store:
         mark removed. The intent on the lock file names the old size: if a crash cuts
         the append short, the next holder of the lock truncates the file back
         (`_repair`). Returns the history commit (None without history), whose blob
-        is the whole new file (that part costs what the file costs)."""
+        is the whole new file (that part costs what the file costs). Raises NoSpace
+        when the disk is full (the file is then back to its old size)."""
         start = time.perf_counter()
         try:
-            return self._append(agent, email, path, fd, old, data, digest, record=record)
+            with refused_when_full():
+                return self._append(agent, email, path, fd, old, data, digest, record=record)
         finally:
             if self.observe_land is not None:
                 self.observe_land(time.perf_counter() - start)
@@ -248,11 +250,11 @@ class Store:
             stamp(fd, digest, agent, time.time(), None if blob is None else str(blob))
             mark_appending(fd, None)
         except BaseException:
-            self._repair(intent)  # back to the old size: the append never happened
+            self._repair(intent, crashed=False)  # back to the old size: it never happened
             raise
         self.generation.bump()
         if record:
-            self.seen.put(agent, path, digest)
+            self._record(agent, path, digest)
         commit = None
         if self.history is not None:
             try:
@@ -269,23 +271,39 @@ class Store:
 
     def blob(self, data: bytes) -> pygit2.Oid | None:
         """The git blob of ``data`` (written now; content-addressed, so safe outside
-        the lock), or None without history."""
+        the lock), or None without history. Raises NoSpace (the disk is full) or
+        HistoryError (the repository cannot be written): a change must not land
+        without its blob (a None blob in a commit is a deletion)."""
         if self.history is None:
             return None
         try:
-            return self.history.blob(data)
+            with refused_when_full():
+                return self.history.blob(data)
         except (pygit2.GitError, OSError) as error:
             log.error("cannot write to the history of %s: %s", self.name, error)
-            return None
+            raise HistoryError(f"cannot write to the history of {self.name}: {error}") \
+                from error
+
+    def _record(self, agent: str, path: MemPath, digest: str) -> None:
+        """Set the writer's record of a change that has landed. A full disk cannot
+        undo the change: the record then stays as it was (the writer's next write of
+        the path is a conflict naming itself, never a lost update)."""
+        try:
+            self.seen.put(agent, path, digest)
+        except NoSpace:
+            log.warning("store %s: the disk is full: %s's record of %s was not updated (the "
+                        "change stands)", self.name, agent, path)
 
     # -- recovery -----------------------------------------------------------------------
 
-    def _repair(self, intent: dict[str, object]) -> None:
+    def _repair(self, intent: dict[str, object], *, crashed: bool = True) -> None:
         """Finish a landing whose holder died: an append in place cut short is
-        truncated back to its old size; then the writer's records, then history."""
+        truncated back to its old size; then the writer's records, then history.
+        ``crashed`` False: this daemon's own landing failed (e.g. the disk is full) and
+        is undone without a warning (the caller reports the failure)."""
         appended = intent.get("append")
         if isinstance(appended, dict):
-            self._undo_append(str(appended.get("rel")), appended.get("size"))
+            self._undo_append(str(appended.get("rel")), appended.get("size"), crashed)
         agent, paths, recorded = intent.get("agent"), intent.get("paths"), intent.get("record")
         if not isinstance(paths, dict):
             paths = {}
@@ -302,13 +320,14 @@ class Store:
                 elif wanted is None and now is None:
                     self.seen.forget(agent, path)
         names = [str(rel) for rel in paths]
-        log.warning("store %s: finished a change that a crashed daemon left half done (%s)",
-                    self.name, ", ".join(names))
+        if crashed:
+            log.warning("store %s: finished a change that a crashed daemon left half done "
+                        "(%s)", self.name, ", ".join(names))
         if self.history is not None:
             self._recover_history(names, why="a daemon died during a commit")
         self._clear_intent()
 
-    def _undo_append(self, rel: str, size: object) -> None:
+    def _undo_append(self, rel: str, size: object, crashed: bool) -> None:
         """Truncate a file whose append in place was cut short (still marked, its
         record naming the old size) back to that size."""
         if not isinstance(size, int):
@@ -330,8 +349,9 @@ class Store:
                 if version_of(fd).size == size:  # the record still names the old size
                     os.ftruncate(fd, size)
                     os.fsync(fd)
-                    log.warning("store %s: an append to %s was cut short; truncated back to "
-                                "%d bytes", self.name, rel, size)
+                    if crashed:
+                        log.warning("store %s: an append to %s was cut short; truncated "
+                                    "back to %d bytes", self.name, rel, size)
                 mark_appending(fd, None)
 
     def recover(self) -> list[str]:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memfs.store import backing
-from memfs.store.errors import InvalidInput
+from memfs.store.errors import InvalidInput, refused_when_full
 from memfs.store.versions import digest_bytes, stamp
 
 
@@ -63,19 +63,21 @@ class Staging:
     def stage(self, data: bytes, agent: str, git: str | None = None) -> Iterator[Staged]:
         """Write ``data`` to a new staged file with its version record (``git``: its
         blob id in the store's history), fsynced. The staged file is removed on exit
-        unless it was moved into place."""
+        unless it was moved into place. Raises NoSpace when the disk is full."""
         name = secrets.token_hex(8)
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
-                     backing.FILE_MODE, dir_fd=self._fd)
+        with refused_when_full():
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                         backing.FILE_MODE, dir_fd=self._fd)
         staged = Staged(self._fd, name, digest_bytes(data), len(data))
         try:
             try:
-                os.fchmod(fd, backing.FILE_MODE)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                stamp(fd, staged.digest, agent, time.time(), git)
-                os.fsync(fd)
+                with refused_when_full():
+                    os.fchmod(fd, backing.FILE_MODE)
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    stamp(fd, staged.digest, agent, time.time(), git)
+                    os.fsync(fd)
             finally:
                 os.close(fd)
             yield staged
