@@ -186,8 +186,8 @@ class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
             tools = self._require_tools()
             scripts = request.sed
             committed = self.engine.edit(
-                agent, path, lambda data: tools.sed(scripts, data), force=request.force,
-                expected=request.expect,
+                agent, path, lambda data: tools.sed(scripts, data, caller=agent),
+                force=request.force, expected=request.expect,
             )
         else:
             committed = self.engine.write(
@@ -209,7 +209,7 @@ class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
         try:
             outcome = tools.search(stores, request.args, known=self.engine.config.stores,
                                    hidden=self.engine.planted,
-                                   mount=str(self.engine.config.mount))
+                                   mount=str(self.engine.config.mount), caller=agent)
         except StoreNotReadable as error:
             # A search naming a store the agent cannot read is permission_denied (the
             # jail, which sees only the readable stores, would call it invalid).
