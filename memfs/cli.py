@@ -190,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="memfs", parents=[common],
         description="Shared memory for agents: plain files, version-checked writes.",
         epilog="exit codes: 0 ok, 1 error, 2 usage/invalid, 3 conflict, "
-               "4 permission denied, 5 not found",
+               "4 permission denied, 5 not found, 6 disk full",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from control.client import Client, MemfsClientError
+from control.client import Client, ConflictError, MemfsClientError
 from control.mcp_tools import Connection, MemoryTools
 from tests.history.gitcheck import commits, head_files, repo_path, store_files
 from tests.http.test_metrics import scrape, value
@@ -238,17 +238,29 @@ def test_a_full_disk_over_http_cli_and_mcp_and_in_metrics(daemon: Daemon,
     assert memfs_as(UID_A, daemon.socket, "write", "notes/cli.md", input=big).returncode == 0
 
 
-# -- the history on a file system of its own ---------------------------------------------
+# -- part of the state on a file system of its own ---------------------------------------
+
+
+@contextlib.contextmanager
+def state_on_its_own_disk(part: str) -> Iterator[tuple[Path, Path]]:
+    """(base, ROOT/state/PART): a config's root on the ordinary disk, but that part of
+    its state a small file system of its own, which a test fills."""
+    base = public_tmpdir(f"memfs-{part}-disk-")
+    with small_filesystem(base / "root" / "state" / part, base / f"{part}.img",
+                          mib=8) as mounted:
+        yield base, mounted
 
 
 @pytest.fixture
 def history_disk() -> Iterator[tuple[Path, Path]]:
-    """(base, history): a config's root on the ordinary disk, but its histories'
-    directory a small file system of its own, which a test fills."""
-    base = public_tmpdir("memfs-history-disk-")
-    history = base / "root" / "state" / "history"
-    with small_filesystem(history, base / "history.img", mib=8) as mounted:
-        yield base, mounted
+    with state_on_its_own_disk("history") as disk:
+        yield disk
+
+
+@pytest.fixture
+def seen_disk() -> Iterator[tuple[Path, Path]]:
+    with state_on_its_own_disk("seen") as disk:
+        yield disk
 
 
 def history_config(base: Path) -> dict[str, Any]:
@@ -297,3 +309,24 @@ def test_a_history_commit_that_cannot_be_written_refuses_the_change(
         assert snapshot(root) == before
         assert_history_sound(root)
         assert daemon.alive()
+
+
+def test_a_change_whose_writers_record_cannot_be_kept_stands_and_says_so(
+        seen_disk: tuple[Path, Path]) -> None:
+    """The seen records' disk is full: a write lands (its record is kept after the
+    file is in place, when nothing can be refused any more) and is acknowledged; the
+    writer's next blind write is a conflict, never a lost update; a read, whose
+    record cannot be kept, is refused with no_space."""
+    base, seen = seen_disk
+    with Daemon(history_config(base)) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        root = Path(daemon.config["root"])
+        fill_directly(seen)
+        assert alice.write("notes/a.md", "alpha\n")["created"]
+        assert store_files(root, "notes") == head_files(root, "notes") == {"a.md": b"alpha\n"}
+        with pytest.raises(ConflictError):
+            alice.write("notes/a.md", "beta\n")
+        refused(lambda: alice.read("notes/a.md"), "read")
+        (seen / "ballast-full").unlink()
+        assert alice.read("notes/a.md")["text"] == "alpha\n"
+        alice.write("notes/a.md", "beta\n")
+        assert "alice's record of notes/a.md was not updated" in daemon.log()
