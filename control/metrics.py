@@ -11,7 +11,7 @@ One private registry per daemon (never the library's global one). What is counte
   counters the handler guards keep (memfs/fuse/stats.py): nothing per request here;
 * control-socket connections (open and total), HTTP requests by status and in flight,
   MCP sessions served over HTTP;
-* the disk: whether the last change was refused because the memory's disk is full
+* the disk: whether a request was refused because the memory's disk is full
   (``memfs_disk_full``, until a change lands again), and the bytes available on the
   root's file system, read at scrape time.
 """
@@ -72,7 +72,7 @@ class Metrics:
                                     "served", registry=r)
         self.mcp_sessions = Counter("memfs_mcp_http_sessions", "MCP sessions opened over "
                                     "HTTP", registry=r)
-        self.disk_full = Gauge("memfs_disk_full", "1 after a change was refused because the "
+        self.disk_full = Gauge("memfs_disk_full", "1 after a request was refused because the "
                                "memory's disk is full (no_space), 0 once a change lands",
                                registry=r)
         self._lock = threading.Lock()
