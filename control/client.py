@@ -84,6 +84,13 @@ class BusyError(MemfsClientError):
     code = "busy"
 
 
+class NoSpaceError(MemfsClientError):
+    """The memory's disk is full: nothing was changed; the same call may succeed once
+    space is freed."""
+
+    code = "no_space"
+
+
 class InternalError(MemfsClientError):
     code = "internal"
 
@@ -95,7 +102,8 @@ class ConnectionFailed(MemfsClientError):
 _BY_CODE: dict[str, type[MemfsClientError]] = {
     cls.code: cls
     for cls in (ConflictError, LeaseHeldError, LeaseLostError, PermissionDeniedError,
-                NotFoundError, InvalidError, TooLargeError, BusyError, InternalError)
+                NotFoundError, InvalidError, TooLargeError, BusyError, NoSpaceError,
+                InternalError)
 }
 
 

@@ -19,6 +19,7 @@ from control.ops_memory import MemoryRequests
 from control.ops_tokens import TokenRequests
 from control.protocol_memory import MEMORY_OPS
 from control.protocol_tokens import TOKEN_REQUESTS
+from control.ratelimit import RateLimitedLog
 from jail import Jail
 from jail.errors import StoreNotReadable
 from memfs.memory.errors import AlreadyExists, LeaseHeld, LeaseLost
@@ -29,6 +30,7 @@ from memfs.store.errors import (
     Conflict,
     InvalidInput,
     MemfsError,
+    NoSpace,
     NotFound,
     PermissionDenied,
     TooLarge,
@@ -47,6 +49,7 @@ _CODES: list[tuple[type[BaseException], str]] = [
     (NotFound, "not_found"),
     (TooLarge, "too_large"),
     (InvalidInput, "invalid"),
+    (NoSpace, "no_space"),
 ]
 
 
@@ -100,6 +103,7 @@ class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
         self.engine = engine
         self.tools = tools
         self.memory = memory or Memory(engine)
+        self._disk_full = RateLimitedLog()
         self._ops: dict[str, Callable[[str, Any], dict[str, Any]]] = {
             "list": self._list, "read": self._read, "stat": self._stat, "write": self._write,
             "delete": self._delete, "search": self._search, "whoami": self._whoami,
@@ -113,10 +117,15 @@ class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
                 ) -> dict[str, Any]:
         """Carry out ``request`` for ``agent`` (already identified by the transport;
         ``delegate``: the caller is a delegate uid); returns the result, raises the
-        engine's, the memory model's and the jail's exceptions (see `describe`)."""
-        if isinstance(request, pm.TaskReleaseRequest):
-            return self._release(agent, request, delegate)
-        return self._ops[request.op](agent, request)
+        engine's, the memory model's and the jail's exceptions (see `describe`); a
+        refusal for a full disk is also logged (a warning, at most every 10 s)."""
+        try:
+            if isinstance(request, pm.TaskReleaseRequest):
+                return self._release(agent, request, delegate)
+            return self._ops[request.op](agent, request)
+        except NoSpace as error:
+            self._disk_full.warning("refused %s by %s: %s", request.op, agent, error)
+            raise
 
     def handle(self, uid: int, request: p.Request) -> bytes:
         """The encoded reply to ``request`` from ``uid``; never raises."""
@@ -177,8 +186,8 @@ class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
             tools = self._require_tools()
             scripts = request.sed
             committed = self.engine.edit(
-                agent, path, lambda data: tools.sed(scripts, data), force=request.force,
-                expected=request.expect,
+                agent, path, lambda data: tools.sed(scripts, data, caller=agent),
+                force=request.force, expected=request.expect,
             )
         else:
             committed = self.engine.write(
@@ -200,7 +209,7 @@ class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
         try:
             outcome = tools.search(stores, request.args, known=self.engine.config.stores,
                                    hidden=self.engine.planted,
-                                   mount=str(self.engine.config.mount))
+                                   mount=str(self.engine.config.mount), caller=agent)
         except StoreNotReadable as error:
             # A search naming a store the agent cannot read is permission_denied (the
             # jail, which sees only the readable stores, would call it invalid).

@@ -23,7 +23,7 @@ _PROBLEM_SCHEMA = {
         "status": {"type": "integer"}, "detail": {"type": "string"},
         "code": {"type": "string", "enum": [
             "invalid", "unauthenticated", "permission_denied", "not_found", "conflict",
-            "lease_held", "lease_lost", "too_large", "busy", "internal"]},
+            "lease_held", "lease_lost", "too_large", "busy", "no_space", "internal"]},
         "details": {"type": "object"},
     },
     "required": ["type", "title", "status", "detail", "code", "details"],
@@ -31,7 +31,7 @@ _PROBLEM_SCHEMA = {
 _ERRORS = {
     "400": "invalid", "401": "no valid bearer token", "403": "permission_denied",
     "404": "not_found", "409": "conflict, lease_held or lease_lost", "413": "too_large",
-    "503": "busy: retry shortly",
+    "503": "busy: retry shortly", "507": "no_space: the memory's disk is full",
 }
 
 

@@ -6,7 +6,8 @@ A problem is ``application/problem+json``: ``type``, ``title``, ``status``,
 control.dispatch's `describe` gives every transport). Status codes: invalid 400,
 (no or bad token) 401, permission_denied 403, not_found 404, conflict / lease_held /
 lease_lost 409 (412 when the request's own If-Match or If-None-Match failed),
-too_large 413, busy 503 with Retry-After, internal 500.
+too_large 413, busy 503 with Retry-After, no_space 507 (Insufficient Storage, RFC
+4918), internal 500.
 """
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ PROBLEM_JSON = "application/problem+json"
 STATUS = {
     "invalid": 400, "unauthenticated": 401, "permission_denied": 403, "not_found": 404,
     "method_not_allowed": 405, "conflict": 409, "lease_held": 409, "lease_lost": 409,
-    "too_large": 413, "busy": 503, "internal": 500,
+    "too_large": 413, "busy": 503, "no_space": 507, "internal": 500,
 }
 TITLES = {
     "invalid": "Invalid request", "unauthenticated": "Authentication required",
     "permission_denied": "Permission denied", "not_found": "Not found",
     "method_not_allowed": "Method not allowed", "conflict": "Conflict",
     "lease_held": "Lease held by another agent", "lease_lost": "Lease lost",
-    "too_large": "Too large", "busy": "Busy, retry shortly", "internal": "Internal error",
+    "too_large": "Too large", "busy": "Busy, retry shortly",
+    "no_space": "Insufficient storage", "internal": "Internal error",
 }
 
 

@@ -29,6 +29,7 @@ from control.client import (
     LeaseHeldError,
     LeaseLostError,
     MemfsClientError,
+    NoSpaceError,
     NotFoundError,
     PermissionDeniedError,
     TooLargeError,
@@ -259,6 +260,10 @@ class MemoryTools:
             return ToolOutcome(
                 f"memfs is busy: {error.message}. Nothing was done; wait a moment and "
                 "retry the same call.", True)
+        except NoSpaceError as error:
+            return ToolOutcome(
+                "The memory's disk is full; nothing was changed; free space or ask the "
+                f"operator, then retry. ({error.message})", True)
         except ConnectionFailed as error:
             text = f"memfs is unreachable: {error.message}"
             if verb in ("write", "upload"):

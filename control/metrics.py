@@ -10,14 +10,19 @@ One private registry per daemon (never the library's global one). What is counte
 * FUSE requests by handler and their latency, read at scrape time from the plain
   counters the handler guards keep (memfs/fuse/stats.py): nothing per request here;
 * control-socket connections (open and total), HTTP requests by status and in flight,
-  MCP sessions served over HTTP.
+  MCP sessions served over HTTP;
+* the disk: whether a request was refused because the memory's disk is full
+  (``memfs_disk_full``, until a change lands again), and the bytes available on the
+  root's file system, read at scrape time.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -67,6 +72,9 @@ class Metrics:
                                     "served", registry=r)
         self.mcp_sessions = Counter("memfs_mcp_http_sessions", "MCP sessions opened over "
                                     "HTTP", registry=r)
+        self.disk_full = Gauge("memfs_disk_full", "1 after a request was refused because the "
+                               "memory's disk is full (no_space), 0 once a change lands",
+                               registry=r)
         self._lock = threading.Lock()
         self.socket_open = 0
         self.socket_total = 0
@@ -78,6 +86,16 @@ class Metrics:
         self.operation_seconds.labels(op).observe(seconds)
         if outcome == "conflict":
             self.conflicts.labels(op).inc()
+        elif outcome == "no_space":
+            self.disk_full.set(1)
+
+    def change_landed(self, _: object) -> None:
+        """A commit listener (Engine.commit_listeners): the disk took a change."""
+        self.disk_full.set(0)
+
+    def watch_disk(self, root: Path) -> None:
+        """Report the bytes available on ``root``'s file system at every scrape."""
+        self.registry.register(_Disk(root))
 
     def jail_run(self, tool: str, seconds: float, completed: bool) -> None:
         self.jail_runs.labels(tool, "ok" if completed else "error").inc()
@@ -107,6 +125,22 @@ class _Connections(Collector):
                                     labels=["transport"])
         total.add_metric(["socket"], self.metrics.socket_total)
         yield total
+
+
+class _Disk(Collector):
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def collect(self) -> Iterator[Any]:
+        available = GaugeMetricFamily(
+            "memfs_disk_available_bytes", "Bytes available on the root's file system (as "
+            "df shows them; a daemon running as root may use the reserved blocks too)")
+        try:
+            found = os.statvfs(self.root)
+        except OSError:
+            return
+        available.add_metric([], found.f_bavail * found.f_frsize)
+        yield available
 
 
 class _Fuse(Collector):
@@ -139,6 +173,8 @@ class MeasuredDispatcher(Dispatcher):
     def __init__(self, *args: Any, metrics: Metrics, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.metrics = metrics
+        metrics.watch_disk(self.engine.root)
+        self.engine.commit_listeners.append(metrics.change_landed)
 
     def execute(self, agent: str, request: p.Request, *, delegate: bool = False
                 ) -> dict[str, Any]:

@@ -34,8 +34,9 @@ from control.protocol_tokens import TOKEN_OPS, TOKEN_REQUESTS
 # Error codes, each mapped to a CLI exit code by the client.
 # ``busy``: a limit on shared resources (connections, buffered request bytes, jailed
 # tool runs) is reached; the same request may succeed later.
+# ``no_space``: the memory's disk is full; nothing was changed (retry once space is freed).
 ERROR_CODES = ("conflict", "lease_held", "lease_lost", "permission_denied", "not_found",
-               "invalid", "too_large", "busy", "internal")
+               "invalid", "too_large", "busy", "no_space", "internal")
 
 DIGEST_PATTERN = r"^[0-9a-f]{64}$"
 # what a connection last saw of a path: a digest, or "absent" (it saw no file there)

@@ -33,7 +33,6 @@ import os
 import socket as stdsocket
 import struct
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +41,7 @@ import trio
 
 from control import protocol as p
 from control.dispatch import Dispatcher
+from control.ratelimit import RateLimitedLog
 
 log = logging.getLogger("memfs.control")
 
@@ -163,26 +163,6 @@ class ConnectionTable:
             self.by_uid[uid] = left
         else:
             del self.by_uid[uid]
-
-
-class RateLimitedLog:
-    """Logs a warning at most once per ``interval`` seconds, counting the rest."""
-
-    def __init__(self, interval: float = 10.0) -> None:
-        self.interval = interval
-        self._next = 0.0
-        self._suppressed = 0
-
-    def warning(self, message: str, *args: object) -> None:
-        now = time.monotonic()
-        if now < self._next:
-            self._suppressed += 1
-            return
-        if self._suppressed:
-            message += f" ({self._suppressed} more like it since the last warning)"
-        log.warning(message, *args)
-        self._next = now + self.interval
-        self._suppressed = 0
 
 
 class ControlServer:

@@ -21,10 +21,11 @@ from pathlib import Path
 from types import TracebackType
 
 from jail import landlock, rg_args, sed_script
-from jail.errors import BadArguments, JailBusy, JailError, JailUnavailable
+from jail.errors import BadArguments, JailError, JailUnavailable
 from jail.pump import pump, verdict
 from jail.results import Run, SearchResult, search_result, sed_output
 from jail.settings import JailSettings
+from jail.slots import FairSlots
 from jail.spawn import base_tools, spawn_launcher
 from jail.wire import MAX_FDS, Tool
 
@@ -48,7 +49,8 @@ class Jail:
         self._tools = tools or {}
         self._send_lock = threading.Lock()
         limit = settings.max_concurrent_runs
-        self._runs = threading.BoundedSemaphore(limit) if limit is not None else None
+        self._runs = None if limit is None else FairSlots(
+            limit, per_caller=settings.queue_per_caller, seconds=settings.queue_seconds)
         self._life_lock = threading.Lock()  # (re)starting and closing the launcher
         self._closed = False
         self.restarts = 0  # launchers started after the first one
@@ -163,6 +165,7 @@ class Jail:
         known: Collection[str] | None = None,
         hidden: Callable[[str], Collection[str]] | None = None,
         mount: str | None = None,
+        caller: str = "",
     ) -> SearchResult:
         """Run ripgrep with the user's ``args`` over ``stores`` (name -> directory; only
         the stores the agent may read). Output paths read ``STORE/PATH``.
@@ -173,11 +176,12 @@ class Jail:
         ``hidden(store)`` gives the paths in a store never to search (planted special
         files, hard links): rg skips them, and a path argument naming one is refused.
         ``mount`` (the configured mount point) is accepted as a path prefix like
-        ``/memory``.
+        ``/memory``. ``caller`` (the agent) names the queue the run waits in when every
+        slot is taken (see jail/slots.py).
 
         Raises BadArguments (refused flag or path), JailLimit (timeout, CPU, memory),
-        ToolFailed (rg error with no output at all), JailBusy (too many runs at once),
-        JailError (launcher gone).
+        ToolFailed (rg error with no output at all), JailBusy (too many runs at once,
+        past the queue's bounds), JailError (launcher gone).
         """
         if not stores and known is None:
             return SearchResult(b"", 1, False, "")
@@ -200,22 +204,24 @@ class Jail:
         if len(command.stores) > MAX_FDS - 5:
             raise BadArguments(f"too many stores in one search (at most {MAX_FDS - 5})")
         limit = self.settings.output_limit_bytes
-        run = self._run("rg", ["rg", *command.argv], command.stores, stores, None, limit)
+        run = self._run("rg", ["rg", *command.argv], command.stores, stores, None, limit,
+                        caller)
         return search_result(run, limit, self.settings.timeout_seconds)
 
-    def sed(self, scripts: Sequence[str], data: bytes) -> bytes:
-        """Return the output of ``sed --sandbox -e S1 -e S2 ...`` on ``data``.
+    def sed(self, scripts: Sequence[str], data: bytes, *, caller: str = "") -> bytes:
+        """Return the output of ``sed --sandbox -e S1 -e S2 ...`` on ``data``
+        (``caller``: as for `search`).
 
         Raises BadArguments (refused script, or sed's own error, quoted), JailLimit
         (timeout, CPU, memory, output over ``sed_output_limit``), ToolFailed, JailBusy
-        (too many runs at once), JailError.
+        (too many runs at once, past the queue's bounds), JailError.
         """
         sed_script.check(scripts)
         argv = ["sed", "--sandbox"]
         for script in scripts:
             argv += ["-e", script]
         limit = self.settings.sed_output_limit
-        run = self._run("sed", argv, (), {}, data, limit)
+        run = self._run("sed", argv, (), {}, data, limit, caller)
         return sed_output(run, limit, self.settings.timeout_seconds)
 
     # -- one run ----------------------------------------------------------------------
@@ -228,21 +234,17 @@ class Jail:
         stores: Mapping[str, Path],
         stdin: bytes | None,
         limit: int,
+        caller: str = "",
     ) -> Run:
         """Send one request to the launcher, feed stdin, collect stdout (up to ``limit``:
         past it the tool is stopped and ``over_limit`` set), stderr and the verdict.
-        Raises JailBusy, without waiting, when ``max_concurrent_runs`` are under way.
-        Timed for ``observer`` (completed False: the run raised)."""
+        When ``max_concurrent_runs`` are under way it first waits its turn in
+        ``caller``'s queue; raises JailBusy past the queue's bounds. Timed for
+        ``observer`` (completed False: the run raised), without the wait."""
         if self._runs is None:
             return self._timed(tool, argv, names, stores, stdin, limit)
-        if not self._runs.acquire(blocking=False):
-            raise JailBusy(
-                f"{self.settings.max_concurrent_runs} searches or sed edits are running "
-                "already; retry in a moment")
-        try:
+        with self._runs.slot(caller):
             return self._timed(tool, argv, names, stores, stdin, limit)
-        finally:
-            self._runs.release()
 
     def _timed(
         self,

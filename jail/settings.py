@@ -35,9 +35,12 @@ class JailSettings(BaseModel):
     cpu_seconds: int = Field(default=10, ge=1)
     # Address space per call (RLIMIT_AS).
     memory_bytes: int = Field(default=2048 * MIB, ge=64 * MIB)
-    # Tool runs (rg and sed together) at once; a call beyond it raises JailBusy at
-    # once instead of waiting. None: no cap.
+    # Tool runs (rg and sed together) at once; a call beyond it waits its turn in its
+    # caller's queue (jail/slots.py) and raises JailBusy only when that queue already
+    # holds queue_per_caller runs, or after queue_seconds. None: no cap.
     max_concurrent_runs: int | None = Field(default=None, ge=1)
+    queue_per_caller: int = Field(default=4, ge=0)
+    queue_seconds: float = Field(default=5.0, ge=0)
     # rg threads per call: the default, and the cap for -j/--threads.
     max_threads: int = Field(default=4, ge=1, le=64)
     # Where the launcher makes its private folder of per-search folders (default: the

@@ -2,7 +2,8 @@
 
 Client commands import only the small socket client, never the server stack, so
 ``memfs cat`` starts about as fast as Python itself. Exit codes: 0 ok, 1 other error,
-2 bad usage or invalid input, 3 conflict, 4 permission denied, 5 not found.
+2 bad usage or invalid input, 3 conflict, 4 permission denied, 5 not found, 6 the
+memory's disk is full.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_DENIED, EXIT_NOT_FOUND = range(6)
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NO_SPACE = \
+    range(7)
 EXIT_BY_CODE = {
     "conflict": EXIT_CONFLICT,
     "lease_held": EXIT_CONFLICT,
@@ -29,6 +31,7 @@ EXIT_BY_CODE = {
     "invalid": EXIT_USAGE,
     "too_large": EXIT_USAGE,
     "busy": EXIT_ERROR,  # a daemon limit: retry later
+    "no_space": EXIT_NO_SPACE,  # nothing was changed: retry once space is freed
 }
 
 
@@ -187,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="memfs", parents=[common],
         description="Shared memory for agents: plain files, version-checked writes.",
         epilog="exit codes: 0 ok, 1 error, 2 usage/invalid, 3 conflict, "
-               "4 permission denied, 5 not found",
+               "4 permission denied, 5 not found, 6 disk full",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -102,8 +102,12 @@ class LimitsConfig(_Strict):
     # Bytes of unfinished request lines held for all connections together; a large
     # line that would go past it is answered ``busy`` and dropped.
     max_buffered_bytes: int = Field(default=256 * MiB, ge=1 * MiB)
-    # Jailed tool runs (rg searches and sed edits) at once; more get ``busy``.
+    # Jailed tool runs (rg searches and sed edits) at once. One more waits its turn in
+    # its agent's queue (agents are served in turn), which holds at most
+    # jail_queue_per_uid runs, each for at most jail_queue_seconds; past that: ``busy``.
     max_jail_runs: int = Field(default=4, ge=1, le=256)
+    jail_queue_per_uid: int = Field(default=4, ge=0, le=256)
+    jail_queue_seconds: float = Field(default=5.0, ge=0, le=60)
     # File descriptors never given to connections: kept for the mount's open files,
     # the engine and the jail. max_connections is lowered to fit the open-file limit
     # (whose soft value the daemon raises to the hard one at start).

@@ -92,6 +92,8 @@ def start_jail(config: Config) -> Jail:
         timeout_seconds=config.jail.timeout_seconds,
         output_limit_bytes=config.jail.search_output_limit,
         max_concurrent_runs=config.limits.max_jail_runs,
+        queue_per_caller=config.limits.jail_queue_per_uid,
+        queue_seconds=config.limits.jail_queue_seconds,
     )
     return Jail.start(settings)
 

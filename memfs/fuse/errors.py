@@ -3,9 +3,10 @@ handler raises leaves it as a FUSEError carrying an errno.
 
 pyfuse3 ends its main loop on any other exception, and one bad request must never
 take the mount down. `_errno_of` maps engine and OS errors (not found ENOENT,
-refused EACCES, a hidden symlink or special file ENOENT, any other OSError its own
-errno, anything else EIO); `guarded` and `guarded_sync` wrap the handlers with it
-(MemoryView.open inlines the same clauses); `_fail` builds a handler's own answer.
+refused EACCES, a hidden symlink or special file ENOENT, a full disk ENOSPC, any
+other OSError its own errno, anything else EIO); `guarded` and `guarded_sync` wrap
+the handlers with it (MemoryView.open inlines the same clauses); `_fail` builds a
+handler's own answer.
 The guards also count each request and time one in SAMPLE_EVERY of them
 (memfs/fuse/stats.py), for /metrics, at the cost of an increment and a test.
 """
@@ -22,7 +23,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 import pyfuse3
 
 from memfs.fuse.stats import COUNT, SAMPLE_MASK, sample, stats_for
-from memfs.store.errors import InvalidInput, MemfsError, NotFound, PermissionDenied
+from memfs.store.errors import InvalidInput, MemfsError, NoSpace, NotFound, PermissionDenied
 
 log = logging.getLogger("memfs.fuse.mount")
 
@@ -36,6 +37,8 @@ def _errno_of(error: BaseException) -> int:
         return errno.EACCES
     if isinstance(error, InvalidInput):
         return errno.ENOENT  # a symlink or special file: hidden
+    if isinstance(error, NoSpace):
+        return errno.ENOSPC  # an open's seen record cannot be kept
     if isinstance(error, OSError) and error.errno:
         return error.errno
     return errno.EIO

@@ -43,7 +43,7 @@ from pathlib import Path
 import pygit2
 
 from memfs.store import backing, crashpoints
-from memfs.store.errors import InvalidInput, NoSpace
+from memfs.store.errors import InvalidInput, NoSpace, refused_when_full
 from memfs.store.generation import Generation
 from memfs.store.history import Change, HistoryError, HistoryFull, StoreHistory, message_for
 from memfs.store.paths import MemPath
@@ -161,13 +161,11 @@ class Store:
         (NoSpace on a full disk), before anything landed. Otherwise a failure is
         ignored: the change is one rename, and start-up recovery records it."""
         try:
-            os.setxattr(self._lock_fd, PENDING, json.dumps(intent).encode())
-        except OSError as error:
-            if not required:
-                return
-            if error.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise NoSpace("the memory's disk is full: nothing was changed") from None
-            raise
+            with refused_when_full():
+                os.setxattr(self._lock_fd, PENDING, json.dumps(intent).encode())
+        except (OSError, NoSpace):
+            if required:
+                raise
 
     def _clear_intent(self) -> None:
         with contextlib.suppress(OSError):
@@ -233,7 +231,7 @@ class Store:
                 crashpoints.reached("land.rename")
         except BaseException:
             if not several:
-                self._repair(intent)  # whatever did land is recorded; the rest never happened
+                self._repair(intent, crashed=False)  # what did land is recorded; the rest never was
                 self.generation.bump()
                 raise
             try:  # a change of several files goes forward or stays pending, never half
@@ -247,7 +245,7 @@ class Store:
             if landing.forget:
                 self.seen.forget(agent, landing.path)
             elif landing.record and landing.staged is not None:
-                self.seen.put(agent, landing.path, landing.staged.digest)
+                self._record(agent, landing.path, landing.staged.digest)
         crashpoints.reached("land.records")
         commit = self._advance(prepared)
         crashpoints.reached("land.commit")
@@ -271,7 +269,7 @@ class Store:
                                         author=agent, email=email, message=message,
                                         parent=self._head)
         except HistoryFull as error:
-            raise NoSpace(f"{error}: nothing was changed") from None
+            raise _full(self.name) from error
         except HistoryError as error:
             log.error("%s (the change stands; it is recorded at the next start)", error)
             return None
@@ -330,25 +328,23 @@ class Store:
         mark_appending(fd, old.size)
         crashpoints.reached("append.marked")
         try:
-            offset, view = old.size, memoryview(data)
-            while view:
-                written = os.pwrite(fd, view, offset)
-                offset += written
-                view = view[written:]
-            os.fsync(fd)
-            crashpoints.reached("append.written")
-            stamp(fd, digest, agent, time.time(), None if blob is None else str(blob))
-            mark_appending(fd, None)
+            with refused_when_full(f"nothing was appended to {path}"):
+                offset, view = old.size, memoryview(data)
+                while view:
+                    written = os.pwrite(fd, view, offset)
+                    offset += written
+                    view = view[written:]
+                os.fsync(fd)
+                crashpoints.reached("append.written")
+                stamp(fd, digest, agent, time.time(), None if blob is None else str(blob))
+                mark_appending(fd, None)
             crashpoints.reached("append.stamped")
-        except BaseException as error:
-            self._repair(intent)  # back to the old size: the append never happened
-            if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise NoSpace(f"the memory's disk is full: nothing was appended to {path}") \
-                    from None
+        except BaseException:
+            self._repair(intent, crashed=False)  # back to the old size: it never happened
             raise
         self.generation.bump()
         if record:
-            self.seen.put(agent, path, digest)
+            self._record(agent, path, digest)
         crashpoints.reached("append.records")
         commit = self._advance(prepared)
         if self.history is None:
@@ -364,22 +360,34 @@ class Store:
         try:
             return self.history.blob(data)
         except HistoryFull as error:
-            raise NoSpace(f"{error}: nothing was changed") from None
+            raise _full(self.name) from error
         except HistoryError as error:
             log.error("%s", error)
             return None
 
+    def _record(self, agent: str, path: MemPath, digest: str) -> None:
+        """Set the writer's record of a change that has landed. A full disk cannot
+        undo the change: the record then stays as it was (the writer's next write of
+        the path is a conflict naming itself, never a lost update)."""
+        try:
+            self.seen.put(agent, path, digest)
+        except NoSpace:
+            log.warning("store %s: the disk is full: %s's record of %s was not updated (the "
+                        "change stands)", self.name, agent, path)
+
     # -- recovery -----------------------------------------------------------------------
 
-    def _repair(self, intent: dict[str, object]) -> None:
+    def _repair(self, intent: dict[str, object], *, crashed: bool = True) -> None:
         """Finish a landing whose holder died: an append in place cut short is
         truncated back to its old size; the files of a change of several files still
         waiting in the landing directory are renamed into place; then the writer's
         records, then history (the prepared commit when the files hold what it
-        records, else a ``recover:`` commit)."""
+        records, else a ``recover:`` commit). ``crashed`` False: this daemon's own
+        landing failed (e.g. the disk is full) and is undone without a warning (the
+        caller reports the failure)."""
         appended = intent.get("append")
         if isinstance(appended, dict):
-            self._undo_append(str(appended.get("rel")), appended.get("size"))
+            self._undo_append(str(appended.get("rel")), appended.get("size"), crashed)
         self._roll_forward(intent)
         agent, paths, recorded = intent.get("agent"), intent.get("paths"), intent.get("record")
         if not isinstance(paths, dict):
@@ -397,8 +405,9 @@ class Store:
                 elif wanted is None and now is None:
                     self.seen.forget(agent, path)
         names = [str(rel) for rel in paths]
-        log.warning("store %s: finished a change that a crashed daemon left half done (%s)",
-                    self.name, ", ".join(names))
+        if crashed:
+            log.warning("store %s: finished a change that a crashed daemon left half done "
+                        "(%s)", self.name, ", ".join(names))
         if self.history is not None:
             prepared = intent.get("commit")
             if not (isinstance(prepared, str) and self._holds(paths)
@@ -452,7 +461,7 @@ class Store:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=self.landing_fd)
 
-    def _undo_append(self, rel: str, size: object) -> None:
+    def _undo_append(self, rel: str, size: object, crashed: bool) -> None:
         """Truncate a file whose append in place was cut short (still marked, its
         record naming the old size) back to that size."""
         if not isinstance(size, int):
@@ -474,8 +483,9 @@ class Store:
                 if version_of(fd).size == size:  # the record still names the old size
                     os.ftruncate(fd, size)
                     os.fsync(fd)
-                    log.warning("store %s: an append to %s was cut short; truncated back to "
-                                "%d bytes", self.name, rel, size)
+                    if crashed:
+                        log.warning("store %s: an append to %s was cut short; truncated "
+                                    "back to %d bytes", self.name, rel, size)
                 mark_appending(fd, None)
 
     def recover(self) -> list[str]:
@@ -553,6 +563,11 @@ class Store:
             return None
         with backing.closing_fd(opened[0]):
             return backing.read_all(opened[0], opened[1].st_size)
+
+
+def _full(store: str) -> NoSpace:
+    return NoSpace(f"the memory's disk is full (the history of {store} cannot be "
+                   "written); nothing was changed")
 
 
 def _nameable(rel: str) -> bool:

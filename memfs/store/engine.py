@@ -37,6 +37,7 @@ from memfs.store.errors import (
     NotFound,
     PermissionDenied,
     TooLarge,
+    refused_when_full,
 )
 from memfs.store.globs import compile_glob, literal_store
 from memfs.store.history import SINGLE_PATH_OPS, StoreHistory
@@ -524,7 +525,9 @@ class Engine(HistoryOps, Looking):
 
     def _parent(self, path: MemPath, *, create: bool) -> int:
         try:
-            return backing.walk_parent(self._stores[path.store].fd, path.parts, create=create)
+            with refused_when_full():  # no room for a new folder
+                return backing.walk_parent(self._stores[path.store].fd, path.parts,
+                                           create=create)
         except FileNotFoundError:
             raise NotFound(f"{path} does not exist") from None
 

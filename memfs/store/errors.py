@@ -6,6 +6,10 @@ protocol error codes, the FUSE view into errnos, the CLI into exit codes.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -34,6 +38,19 @@ class NotFound(MemfsError):
 class NoSpace(MemfsError):
     """The memory's file system is full (ENOSPC or EDQUOT) and the change was refused
     before anything of it landed: nothing was changed."""
+
+
+@contextlib.contextmanager
+def refused_when_full(what: str = "") -> Iterator[None]:
+    """Raise NoSpace for an ENOSPC or EDQUOT inside (``what``: what was not done, for
+    the message). Wrap only steps after which nothing has changed yet."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise NoSpace(f"the memory's disk is full ({os.strerror(error.errno)})"
+                      f"{': ' + what if what else ''}; nothing was changed") from error
 
 
 @dataclass(frozen=True, slots=True)

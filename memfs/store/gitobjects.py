@@ -76,6 +76,10 @@ class LooseWriter(pygit2.OdbBackend):
             _write_all(fd, body)
             if self._sync:
                 os.fsync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # e.g. a full disk: no truncated object is left behind
+            raise
         finally:
             os.close(fd)
         return None
@@ -131,6 +135,10 @@ def _replace(path: str, body: bytes) -> None:
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
     try:
         _write_all(fd, body)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
     finally:
         os.close(fd)
     os.replace(temporary, path)

@@ -31,6 +31,7 @@ from pathlib import Path
 import blake3
 
 from memfs.store.backing import STALE_ATTEMPTS
+from memfs.store.errors import refused_when_full
 from memfs.store.paths import MemPath
 
 XATTR = "user.memfs.seen"
@@ -67,18 +68,29 @@ class SeenRecords:
         raise AssertionError("unreachable")
 
     def put(self, agent: str, path: MemPath, digest: str) -> None:
-        """Record ``digest`` as seen (atomic: the old or the new value, never a mix)."""
+        """Record ``digest`` as seen (atomic: the old or the new value, never a mix).
+        Raises NoSpace when the disk is full: the record is then as it was."""
         marker = self._file(agent, path)
+        with refused_when_full(f"the record that {agent} saw {path} cannot be kept"):
+            try:
+                os.setxattr(marker, XATTR, digest.encode("ascii"))
+            except FileNotFoundError:
+                self._create(marker, path, digest)
+
+    def _create(self, marker: str, path: MemPath, digest: str) -> None:
+        """A new marker holding ``digest``; none is left if that fails half-way."""
+        os.makedirs(os.path.dirname(marker), mode=0o700, exist_ok=True)
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            os.setxattr(marker, XATTR, digest.encode("ascii"))
-        except FileNotFoundError:
-            os.makedirs(os.path.dirname(marker), mode=0o700, exist_ok=True)
-            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
                 os.pwrite(fd, path.rel.encode("utf-8"), 0)  # for the sweep
             finally:
                 os.close(fd)
             os.setxattr(marker, XATTR, digest.encode("ascii"))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(marker)
+            raise
 
     def forget(self, agent: str, path: MemPath) -> None:
         """Drop the record (after the agent deleted the file)."""

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memfs.store import backing, crashpoints
-from memfs.store.errors import InvalidInput
+from memfs.store.errors import InvalidInput, refused_when_full
 from memfs.store.versions import digest_bytes, stamp
 
 
@@ -65,20 +65,23 @@ class Staging:
         """Write ``data`` to a new staged file with its version record (``git``: its
         blob id in the store's history), fsynced, in this daemon's staging directory
         or the directory ``into`` (a store's landing directory: see commits.py). The
-        staged file is removed on exit unless it was moved into place."""
+        staged file is removed on exit unless it was moved into place. Raises NoSpace
+        when the disk is full."""
         directory = self._fd if into is None else into
         name = secrets.token_hex(8)
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
-                     backing.FILE_MODE, dir_fd=directory)
+        with refused_when_full():
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                         backing.FILE_MODE, dir_fd=directory)
         staged = Staged(directory, name, digest_bytes(data), len(data))
         try:
             try:
-                os.fchmod(fd, backing.FILE_MODE)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                stamp(fd, staged.digest, agent, time.time(), git)
-                os.fsync(fd)
+                with refused_when_full():
+                    os.fchmod(fd, backing.FILE_MODE)
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    stamp(fd, staged.digest, agent, time.time(), git)
+                    os.fsync(fd)
             finally:
                 os.close(fd)
             crashpoints.reached("stage")

@@ -216,9 +216,11 @@ def test_the_shared_buffer_cap_answers_busy() -> None:
 
 def test_jail_runs_over_the_cap_get_busy_while_other_requests_work() -> None:
     """Two sed edits that loop until the jail's time limit hold both jail slots; a
-    burst of searches meanwhile gets busy (CLI: exit 1; MCP: a retry message), while
-    reads and writes are served. Afterwards searches work again."""
-    config = standard_config(public_tmpdir(), limits={"max_jail_runs": 2},
+    burst of searches meanwhile gets busy once its wait runs out, or at once past the
+    agent's queue (CLI: exit 1; MCP: a retry message), while reads and writes are
+    served. Afterwards searches work again."""
+    config = standard_config(public_tmpdir(),
+                             limits={"max_jail_runs": 2, "jail_queue_seconds": 1},
                              jail={"timeout_seconds": 20})
     with Daemon(config) as daemon:
         with connect_as(UID_A, daemon.socket) as alice:
@@ -252,7 +254,7 @@ def test_jail_runs_over_the_cap_get_busy_while_other_requests_work() -> None:
                     break
             else:
                 pytest.fail("the jail runs were never busy")
-            # A burst of searches, each on its own connection: all refused at once.
+            # A burst of searches, each on its own connection: all refused.
             errors: list[BaseException | None] = [None] * len(searchers)
 
             def search(n: int) -> None:

@@ -55,6 +55,8 @@ def test_good_config_and_defaults() -> None:
         (with_(jail={"uid": 0}), "jail.uid"),
         (with_(limits={"max_conections": 5}), "limits.max_conections: unknown key"),
         (with_(limits={"max_jail_runs": 0}), "limits.max_jail_runs"),
+        (with_(limits={"jail_queue_per_uid": -1}), "limits.jail_queue_per_uid"),
+        (with_(limits={"jail_queue_seconds": 61}), "limits.jail_queue_seconds"),
         (with_(limits={"max_connections_per_uid": 0}), "limits.max_connections_per_uid"),
         (with_(limits={"fd_reserve": 10}), "limits.fd_reserve"),
     ],
@@ -82,6 +84,7 @@ def test_limits_defaults() -> None:
     assert limits.max_connections_unknown_uid == 4
     assert limits.max_connections_per_uid == 64
     assert limits.max_jail_runs == 4
+    assert (limits.jail_queue_per_uid, limits.jail_queue_seconds) == (4, 5.0)
     assert limits.fd_reserve == 512
 
 
