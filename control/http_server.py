@@ -70,13 +70,16 @@ class HttpLimits:
 
 
 class _Connection:
-    """One accepted connection: its socket and client address."""
+    """One accepted connection: its socket, the client's address and port, ours."""
 
-    __slots__ = ("address", "sock")
+    __slots__ = ("address", "client", "server", "sock")
 
-    def __init__(self, sock: trio.socket.SocketType, address: str) -> None:
+    def __init__(self, sock: trio.socket.SocketType, client: tuple[str, int],
+                 server: tuple[str, int]) -> None:
         self.sock = sock
-        self.address = address
+        self.client = client
+        self.server = server
+        self.address = client[0]
 
 
 class ConnectionTable:
@@ -350,21 +353,20 @@ class HttpServer:
 
     def _admit(self, sock: trio.socket.SocketType, nursery: trio.Nursery) -> None:
         try:
-            peer = sock.getpeername()
+            conn = _Connection(sock, sock.getpeername()[:2], sock.getsockname()[:2])
         except OSError:
             sock.close()
             return
-        conn = _Connection(sock, peer[0])
         refused = self.table.admit(conn)
         if refused is None:
-            nursery.start_soon(self._connection, conn, peer)
+            nursery.start_soon(self._connection, conn)
             return
         self._refusals.log("http: refused a connection from %s: %s", conn.address, refused)
         # (a TLS client would need a handshake first: it is just closed)
         send_and_close(sock, b"" if self.tls else raw_problem(
             503, "busy", f"too many connections: {refused}"))
 
-    async def _connection(self, conn: _Connection, peer: Any) -> None:
+    async def _connection(self, conn: _Connection) -> None:
         if conn not in self.table.open:
             return  # closed to make room before it was served
         if self.counted is not None:
@@ -378,21 +380,24 @@ class HttpServer:
                     await stream.do_handshake()
                 if handshake.cancelled_caught:
                     return
-            await self._requests(conn, stream, peer)
+            await self._requests(conn, stream)
         except CLOSED:
             pass  # the client went away, or its connection was closed to make room
+        except Exception as error:  # this connection only: never the listener
+            self._failures.log("http: a connection from %s ended by an error", conn.address,
+                               exc_info=error)
         finally:
             self.table.release(conn)
             conn.sock.close()
             if self.counted is not None:
                 self.counted(-1)
 
-    async def _requests(self, conn: _Connection, stream: trio.abc.Stream, peer: Any) -> None:
+    async def _requests(self, conn: _Connection, stream: trio.abc.Stream) -> None:
         parser = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head_bytes)
         base = {
             "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
             "scheme": "https" if self.tls is not None else "http", "root_path": "",
-            "client": (peer[0], peer[1]), "server": conn.sock.getsockname()[:2],
+            "client": conn.client, "server": conn.server,
         }
         while not self.stopping:
             self.table.wait(conn)
@@ -426,8 +431,10 @@ class HttpServer:
             if not started and parser.trailing_data[0]:
                 started = True
                 deadline = trio.current_time() + self.limits.head_seconds
+            # never more than a head's worth unparsed: h11 then refuses it (431)
+            room = self.limits.max_head_bytes + 1 - len(parser.trailing_data[0])
             with trio.move_on_at(deadline):
-                parser.receive_data(bytes(await stream.receive_some(READ_CHUNK)))
+                parser.receive_data(bytes(await stream.receive_some(max(room, 1))))
                 continue
             return None
 

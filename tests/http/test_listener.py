@@ -152,6 +152,51 @@ def test_transfer_encoding_with_content_length_is_refused_and_closed(
     assert request(daemon, "GET", "/v1/stores/notes/files/te-cl.md", token=token)[0] == 404
 
 
+def test_continue_pipelining_chunked_bodies_and_oversized_heads(
+        served: tuple[Daemon, str]) -> None:
+    daemon, token = served
+    auth = b"Authorization: Bearer " + token.encode() + b"\r\n"
+    with connect(daemon) as sock:
+        # Expect: 100-continue: the body is sent once the server asks for it
+        sock.sendall(b"PUT /v1/stores/notes/files/continue.md HTTP/1.1\r\nHost: memfs\r\n"
+                     + auth + b"Expect: 100-continue\r\nContent-Length: 6\r\n\r\n")
+        interim = b""
+        while not interim.endswith(b"\r\n\r\n"):
+            interim += sock.recv(1)
+        assert interim.startswith(b"HTTP/1.1 100 "), interim
+        sock.sendall(b"asked\n")
+        assert read_response(sock)[0] == 201
+        # two requests in one write: two answers, in order, on the same connection
+        get = b"GET /v1/stores/notes/files/continue.md HTTP/1.1\r\nHost: memfs\r\n" + auth
+        sock.sendall(get + b"\r\n" + b"GET /healthz HTTP/1.1\r\nHost: memfs\r\n\r\n")
+        assert read_response(sock)[::2] == (200, b"asked\n")
+        assert read_response(sock)[::2] == (200, b'{"status":"ok"}')
+        # a chunked request body
+        sock.sendall(b"PUT /v1/stores/notes/files/chunked.md HTTP/1.1\r\nHost: memfs\r\n"
+                     + auth + b"Transfer-Encoding: chunked\r\n\r\n"
+                     b"3\r\none\r\n4\r\n two\r\n0\r\n\r\n")
+        assert read_response(sock)[0] == 201
+    assert request(daemon, "GET", "/v1/stores/notes/files/chunked.md",
+                   token=token)[::2] == (200, b"one two")
+    with connect(daemon) as sock:  # a head over http_max_head_bytes (16 KiB)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: memfs\r\nX-Big: " + b"x" * 20000
+                     + b"\r\n\r\n")
+        status, headers, _ = read_response(sock)
+        assert (status, headers["connection"]) == (431, "close")
+        assert closed_by_peer(sock)
+
+
+def test_slow_heads_and_stalled_bodies_are_closed() -> None:
+    config = limited_config("memfs-listener-", http_head_seconds=1, http_body_seconds=1)
+    with Daemon(config) as daemon:
+        with connect(daemon) as slow, stalled_body(daemon, "127.0.0.1") as stalled:
+            slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: memfs\r\n")  # never ends
+            assert closed_by_peer(slow)
+            assert closed_by_peer(stalled)
+        assert request(daemon, "GET", "/healthz")[0] == 200
+        assert "Traceback" not in daemon.log()
+
+
 def new_log(daemon: Daemon, start: int) -> list[str]:
     return daemon.log_path.read_bytes()[start:].decode(errors="replace").splitlines()
 
@@ -188,6 +233,27 @@ def test_clients_that_go_away_mid_body_leave_a_short_line_at_most(
     # rate-limited: a line of a kind at most every 10 s
     assert len(lines) <= 2 * (1 + elapsed / 10), lines
     assert request(daemon, "GET", "/v1/stores/notes/files/cut.md", token=token)[0] == 404
+
+
+def open_http_connections(daemon: Daemon, token: str) -> float:
+    """memfs_connections_open{transport="http"}, the metrics request's own included."""
+    _, _, text = request(daemon, "GET", "/metrics", token=token)
+    found = re.findall(r'^memfs_connections_open\{transport="http"\} (\S+)$', text.decode(),
+                       re.MULTILINE)
+    assert len(found) == 1, text
+    return float(found[0])
+
+
+def test_open_http_connections_are_a_metric(served: tuple[Daemon, str]) -> None:
+    daemon, token = served
+    assert wait_for(lambda: open_http_connections(daemon, token) == 1, 10)
+    idle = [connect(daemon) for _ in range(3)]
+    try:
+        assert wait_for(lambda: open_http_connections(daemon, token) == 4, 10)
+    finally:
+        for sock in idle:
+            sock.close()
+    assert wait_for(lambda: open_http_connections(daemon, token) == 1, 10)
 
 
 def stalled_body(daemon: Daemon, source: str) -> socket.socket:
