@@ -124,7 +124,7 @@ class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
                 return self._release(agent, request, delegate)
             return self._ops[request.op](agent, request)
         except NoSpace as error:
-            self._disk_full.warning("refused %s by %s: %s", request.op, agent, error)
+            self._disk_full.log("refused %s by %s: %s", request.op, agent, error)
             raise
 
     def handle(self, uid: int, request: p.Request) -> bytes:

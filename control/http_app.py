@@ -1,6 +1,6 @@
-"""The daemon's HTTP listener: one Starlette application served by hypercorn's trio
-worker inside ``memfs serve``'s nursery, on the daemon's own Dispatcher (no second
-process, no second engine).
+"""The daemon's HTTP listener: one Starlette application served by our HTTP/1.1
+server (control/http_server.py) inside ``memfs serve``'s nursery, on the daemon's
+own Dispatcher (no second process, no second engine).
 
 Routes: ``/healthz`` and ``/v1/openapi.json`` (public), REST ``/v1/...``
 (control/http_rest.py, control/http_routes.py), MCP at ``/mcp`` (control/http_mcp.py),
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 import trio
 from starlette.applications import Starlette
@@ -34,6 +34,7 @@ from control.http_auth import BearerAuth
 from control.http_mcp import McpEndpoint
 from control.http_openapi import document
 from control.http_problems import problem
+from control.http_server import HttpLimits, HttpServer
 from control.metrics import CONTENT_TYPE, Metrics
 from control.server import max_line_bytes
 from control.web.app import build as build_web
@@ -43,7 +44,6 @@ from memfs.config import HttpConfig
 log = logging.getLogger("memfs.http")
 PUBLIC = frozenset({"/healthz", "/v1/openapi.json"})
 WEB = "/ui"  # the web view: its own sign-in (control/web/signin.py), not the header
-GRACEFUL_SECONDS = 3.0  # in-flight requests get this long at shutdown
 
 
 class _Counting:
@@ -134,38 +134,36 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
                                          HTTPException: http_error})
 
 
-async def serve_http(app: ASGIApp, http: HttpConfig, *, stop: trio.Event, stopped: trio.Event,
+async def serve_http(app: Starlette, http: HttpConfig, limits: HttpLimits, *, stop: trio.Event,
+                     stopped: trio.Event, counted: Callable[[int], None] | None = None,
                      task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED
                      ) -> None:
-    """Serve ``app`` on ``http.listen`` (TLS when configured) until ``stop`` is set;
-    in-flight requests then get GRACEFUL_SECONDS. Reports the bound URLs when
-    listening (port 0: the port picked); sets ``stopped`` when done. Raises OSError
+    """Serve ``app`` (its lifespan around it) on ``http.listen`` (TLS when configured)
+    within ``limits`` until ``stop`` is set (in-flight requests then get
+    http_server.GRACEFUL_SECONDS). Reports the bound URLs when listening (port 0: the port
+    picked); sets ``stopped`` when done. ``counted``: see HttpServer. Raises OSError
     when the address cannot be bound or the certificate loaded."""
-    from hypercorn.config import Config as HyperConfig
-    from hypercorn.trio import serve
-
-    from control.http_coalesce import install
-
-    install()  # one write per sized response (see there)
     host, port = http.address
-    server_log = logging.getLogger("memfs.http.server")
-    server_log.setLevel(logging.WARNING)  # hypercorn's own "Running on ..." is ours to say
-    hyper = HyperConfig()
-    hyper.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    tls = None
     if http.tls_cert is not None and http.tls_key is not None:
-        try:  # a clear message now rather than hypercorn's bare errno later
-            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(http.tls_cert, http.tls_key)
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            tls.load_cert_chain(http.tls_cert, http.tls_key)
         except (OSError, ssl.SSLError) as error:
             raise OSError(f"cannot load [http] tls_cert {http.tls_cert} and tls_key "
                           f"{http.tls_key}: {error.strerror or error}") from None
-        hyper.certfile = str(http.tls_cert)
-        hyper.keyfile = str(http.tls_key)
-    hyper.accesslog = None  # never a line per request (and never a header)
-    hyper.errorlog = server_log
-    hyper.graceful_timeout = GRACEFUL_SECONDS
-    hyper.keep_alive_timeout = 75.0
-    hyper.include_server_header = False
+        tls.set_alpn_protocols(["http/1.1"])
     try:
-        await serve(cast(Any, app), hyper, shutdown_trigger=stop.wait, task_status=task_status)
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        scheme = "https" if tls else "http"
+        urls = []
+        for listener in listeners:
+            bound_host, bound_port = listener.socket.getsockname()[:2]
+            urls.append(f"{scheme}://[{bound_host}]:{bound_port}" if ":" in bound_host
+                        else f"{scheme}://{bound_host}:{bound_port}")
+        server = HttpServer(app, limits, tls=tls, counted=counted)
+        async with app.router.lifespan_context(app), trio.open_nursery() as nursery:
+            await nursery.start(server.serve, listeners, stop)
+            task_status.started(urls)
     finally:
         stopped.set()

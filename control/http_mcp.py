@@ -28,6 +28,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import trio
+from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
 from control.dispatch import Dispatcher
@@ -50,6 +51,17 @@ MAX_TOOLS = 4096  # AgentTools kept (sessions and tokens); the oldest go first
 MAX_SESSIONS_PER_AGENT = 256
 SESSION_IDLE_SECONDS = 30 * 60
 _REFUSED = frozenset({"download", "upload"})
+
+
+class _NotClientsGone(logging.Filter):
+    """Drops the SDK's traceback for a client that went away mid-request: no one is
+    left to answer, and it is no error (control/http_server.py logs one short line)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], ClientDisconnect))
+
+
+_CLIENTS_GONE = _NotClientsGone()
 
 
 class SessionTools:
@@ -76,6 +88,7 @@ class McpEndpoint:
             collections.OrderedDict()
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
+        logging.getLogger("mcp.server.streamable_http").addFilter(_CLIENTS_GONE)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

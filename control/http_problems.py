@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from control import protocol as p
@@ -80,10 +80,13 @@ def problem(code: str, message: str, details: Mapping[str, Any] | None = None, *
 
 def problem_for(error: BaseException, *, precondition: bool = False) -> Response:
     """The response for an exception an operation raised (an unexpected one is
-    logged and answered 500). ``precondition``: a conflict is the request's own
+    logged and answered 500; a client that went away is raised again).
+    ``precondition``: a conflict is the request's own
     precondition failing (412)."""
     if isinstance(error, Problem):
         return problem(error.code, error.message, status=error.status, headers=error.headers)
+    if isinstance(error, ClientDisconnect):
+        raise error  # no one to answer: not an internal error (control/http_server.py)
     described = describe(error)
     if described is None:
         log.error("internal error answering an HTTP request", exc_info=error)

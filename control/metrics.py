@@ -9,8 +9,8 @@ One private registry per daemon (never the library's global one). What is counte
 * jail runs (rg, sed) by outcome and their latency (Jail.observer);
 * FUSE requests by handler and their latency, read at scrape time from the plain
   counters the handler guards keep (memfs/fuse/stats.py): nothing per request here;
-* control-socket connections (open and total), HTTP requests by status and in flight,
-  MCP sessions served over HTTP;
+* connections (open and total) of the control socket and of the HTTP listener, HTTP
+  requests by status and in flight, MCP sessions served over HTTP;
 * the disk: whether a request was refused because the memory's disk is full
   (``memfs_disk_full``, until a change lands again), and the bytes available on the
   root's file system, read at scrape time.
@@ -78,6 +78,8 @@ class Metrics:
         self._lock = threading.Lock()
         self.socket_open = 0
         self.socket_total = 0
+        self.http_open = 0
+        self.http_total = 0
         r.register(_Connections(self))
         r.register(_Fuse())
 
@@ -107,6 +109,12 @@ class Metrics:
             if delta > 0:
                 self.socket_total += delta
 
+    def http_connection(self, delta: int) -> None:
+        with self._lock:
+            self.http_open += delta
+            if delta > 0:
+                self.http_total += delta
+
     def render(self) -> bytes:
         """The current metrics in the Prometheus text format."""
         return generate_latest(self.registry)
@@ -120,10 +128,12 @@ class _Connections(Collector):
         opened = GaugeMetricFamily("memfs_connections_open", "Open connections",
                                    labels=["transport"])
         opened.add_metric(["socket"], self.metrics.socket_open)
+        opened.add_metric(["http"], self.metrics.http_open)
         yield opened
         total = CounterMetricFamily("memfs_connections", "Connections accepted",
                                     labels=["transport"])
         total.add_metric(["socket"], self.metrics.socket_total)
+        total.add_metric(["http"], self.metrics.http_total)
         yield total
 
 

@@ -191,23 +191,11 @@ class ControlServer:
         try:
             async with trio.open_nursery() as nursery:
                 while True:
-                    sock = await self._accept(listener.socket)
+                    sock = await accept(listener.socket, self._accept_errors, "control socket")
                     if sock is not None:
                         self._admit(nursery, sock)
         finally:
             listener.socket.close()
-
-    async def _accept(self, listener: trio.socket.SocketType) -> trio.socket.SocketType | None:
-        try:
-            sock, _ = await listener.accept()
-        except OSError as error:
-            if error.errno in _ACCEPT_ROUTINE:
-                return None
-            # Should not happen (fd_reserve keeps descriptors free); never spin on it.
-            self._accept_errors.warning("control socket: accept failed: %s", error)
-            await trio.sleep(0.1 if error.errno in _ACCEPT_EXHAUSTED else 0.01)
-            return None
-        return sock
 
     def _admit(self, nursery: trio.Nursery, sock: trio.socket.SocketType) -> None:
         try:
@@ -217,9 +205,9 @@ class ControlServer:
             return
         refused = self.connections.admit(uid)
         if refused is not None:
-            self._refusals.warning("control socket: refused a connection from uid %d: %s",
-                                   uid, refused)
-            _refuse(sock, reason=f"too many connections: {refused}")
+            self._refusals.log("control socket: refused a connection from uid %d: %s",
+                               uid, refused)
+            send_and_close(sock, p.encode_error(None, "busy", f"too many connections: {refused}"))
             return
         nursery.start_soon(self._client, sock, uid)
 
@@ -243,7 +231,7 @@ class ControlServer:
                 threading.Thread(target=serve, name=f"memfs control uid {uid}",
                                  daemon=True).start()
             except (OSError, RuntimeError) as error:  # no thread to be had: this one only
-                self._refusals.warning("control socket: cannot serve uid %d: %s", uid, error)
+                self._refusals.log("control socket: cannot serve uid %d: %s", uid, error)
                 return
             await _until_served(conn, done)
         finally:
@@ -355,12 +343,30 @@ async def _until_served(conn: stdsocket.socket, done: trio.Event) -> None:
         raise
 
 
-def _refuse(sock: trio.socket.SocketType, reason: str) -> None:
-    """Send one ``busy`` error line without waiting, then close the connection. The
-    client reads the line even if it had sent a request (it is queued before the
-    reset)."""
+async def accept(listener: trio.socket.SocketType, errors: RateLimitedLog, what: str
+                 ) -> trio.socket.SocketType | None:
+    """One connection from ``listener``, or None after a failed accept(): at once for
+    the routine errors; for any other, after a warning (rate-limited by ``errors``)
+    and a pause (0.1 s when out of descriptors or memory), so that a loop calling
+    this never spins."""
+    try:
+        sock, _ = await listener.accept()
+    except OSError as error:
+        if error.errno in _ACCEPT_ROUTINE:
+            return None
+        # Should not happen (fd_reserve keeps descriptors free); never spin on it.
+        errors.log("%s: accept failed: %s", what, error)
+        await trio.sleep(0.1 if error.errno in _ACCEPT_EXHAUSTED else 0.01)
+        return None
+    return sock
+
+
+def send_and_close(sock: trio.socket.SocketType, data: bytes) -> None:
+    """Send ``data`` (a refusal) without waiting, then close the connection. A
+    client on the Unix socket reads it even if it had sent a request (it is queued
+    before the reset)."""
     raw = stdsocket.socket(fileno=sock.detach())
     with raw:
         raw.setblocking(False)
         with contextlib.suppress(OSError):
-            raw.send(p.encode_error(None, "busy", reason))
+            raw.send(data)

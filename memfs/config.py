@@ -108,9 +108,23 @@ class LimitsConfig(_Strict):
     max_jail_runs: int = Field(default=4, ge=1, le=256)
     jail_queue_per_uid: int = Field(default=4, ge=0, le=256)
     jail_queue_seconds: float = Field(default=5.0, ge=0, le=60)
+    # The HTTP listener (``[http]``): connections open at once, in all and per client
+    # address. Over a limit, the connection that has waited longest for a request is
+    # closed to make room; if none waits, the new one gets 503 and is closed.
+    http_max_connections: int = Field(default=1024, ge=1)
+    http_max_connections_per_address: int = Field(default=256, ge=1)
+    # Seconds: a request head must be whole this long after its first byte (a TLS
+    # handshake too); a request body or a response write that stalls this long ends
+    # the connection; a connection waits this long for its next request.
+    http_head_seconds: float = Field(default=10.0, gt=0, le=3600)
+    http_body_seconds: float = Field(default=30.0, gt=0, le=3600)
+    http_idle_seconds: float = Field(default=30.0, gt=0, le=3600)
+    # Longest request head (request line and headers); longer gets 431.
+    http_max_head_bytes: int = Field(default=16 * 1024, ge=1024, le=1 * MiB)
     # File descriptors never given to connections: kept for the mount's open files,
-    # the engine and the jail. max_connections is lowered to fit the open-file limit
-    # (whose soft value the daemon raises to the hard one at start).
+    # the engine and the jail. max_connections and http_max_connections are lowered
+    # (in proportion) so that both and the reserve fit in the open-file limit (whose
+    # soft value the daemon raises to the hard one at start).
     fd_reserve: int = Field(default=512, ge=64)
 
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -34,6 +35,9 @@ from memfs.sdnotify import notify
 from memfs.store import shared_root
 from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
+
+if TYPE_CHECKING:
+    from control.http_server import HttpLimits
 
 log = logging.getLogger("memfs")
 
@@ -115,35 +119,54 @@ def raise_fd_limit() -> int:
     return soft
 
 
-def server_limits(config: Config, fd_limit: int) -> ServerLimits:
-    """The control server's limits: the config's, with max_connections lowered so that
-    ``limits.fd_reserve`` descriptors always stay free for the mount, the engine and
-    the jail. Raises MemfsError if ``fd_limit`` leaves fewer than MIN_CONNECTIONS."""
+def connection_limits(config: Config, fd_limit: int) -> tuple[ServerLimits, HttpLimits | None]:
+    """The control server's limits and the HTTP listener's (None without ``[http]``):
+    the config's, with ``max_connections`` and ``http_max_connections`` lowered in
+    proportion (with a warning) so that both together and ``limits.fd_reserve`` fit
+    in ``fd_limit``: neither way in can take the descriptors the other, the mount, the
+    engine or the jail need. Raises MemfsError if fewer than MIN_CONNECTIONS of
+    either would remain."""
     limits = config.limits
     room = fd_limit - limits.fd_reserve
-    if room < MIN_CONNECTIONS:
-        raise MemfsError(
-            f"the open-file limit ({fd_limit}) leaves no room for connections after "
-            f"limits.fd_reserve ({limits.fd_reserve}): raise RLIMIT_NOFILE (ulimit -n) "
-            "or lower fd_reserve")
-    connections = min(limits.max_connections, room)
-    if connections < limits.max_connections:
-        log.warning("max_connections lowered to %d to fit the open-file limit (%d) "
-                    "and fd_reserve (%d)", connections, fd_limit, limits.fd_reserve)
-    return ServerLimits(
+    control = limits.max_connections
+    http = limits.http_max_connections if config.http is not None else 0
+    if control + http > room:
+        control = room * control // (control + http)
+        http = room - control if http else 0
+        if control < MIN_CONNECTIONS or (config.http is not None and http < MIN_CONNECTIONS):
+            raise MemfsError(
+                f"the open-file limit ({fd_limit}) leaves no room for connections after "
+                f"limits.fd_reserve ({limits.fd_reserve}): raise RLIMIT_NOFILE (ulimit -n) "
+                "or lower fd_reserve")
+        log.warning("connection limits lowered to fit the open-file limit (%d) and "
+                    "fd_reserve (%d): max_connections %d%s", fd_limit, limits.fd_reserve,
+                    control, f", http_max_connections {http}" if http else "")
+    server = ServerLimits(
         max_line=max_line_bytes(config.max_file_size),
         max_line_unknown_uid=limits.max_line_unknown_uid,
-        max_connections=connections,
+        max_connections=control,
         max_connections_per_uid=limits.max_connections_per_uid,
         max_connections_unknown_uid=limits.max_connections_unknown_uid,
         max_connections_unknown=limits.max_connections_unknown,
         max_buffered_bytes=limits.max_buffered_bytes,
     )
+    if config.http is None:
+        return server, None
+    from control.http_server import HttpLimits  # the HTTP stack, only with [http]
+
+    return server, HttpLimits(
+        max_connections=http,
+        max_connections_per_address=min(limits.http_max_connections_per_address, http),
+        head_seconds=limits.http_head_seconds,
+        max_head_bytes=limits.http_max_head_bytes,
+        body_seconds=limits.http_body_seconds,
+        idle_seconds=limits.http_idle_seconds,
+    )
 
 
 async def run(config: Config, *, mount: bool = True, banner: str | None = None) -> None:
     """Serve until SIGINT/SIGTERM. Returns after everything is torn down."""
-    limits = server_limits(config, raise_fd_limit())
+    limits, http_limits = connection_limits(config, raise_fd_limit())
     engine = Engine(config)
     jail = None
     listener = None
@@ -191,8 +214,10 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
                 engine.commit_listeners.append(feed.committed)
                 changed_elsewhere.append(feed.store_changed)
                 app = build_app(dispatcher, config.http, metrics, feed)
+                assert http_limits is not None
                 urls = await nursery.start(functools.partial(
-                    serve_http, app, config.http, stop=http_stop, stopped=http_stopped))
+                    serve_http, app, config.http, http_limits, stop=http_stop,
+                    stopped=http_stopped, counted=metrics.http_connection if metrics else None))
                 log.info("http: listening on %s", ", ".join(urls))
                 where += f"http {', '.join(urls)}, "
                 nursery.start_soon(flush_token_usage, dispatcher)

@@ -25,7 +25,7 @@ import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -96,7 +96,10 @@ class Web:
 
     def error(self, error: BaseException, session: WebSession | None) -> HTMLResponse:
         """The error page of an exception a page raised (an unexpected one is logged
-        and shown as an internal error, without its details)."""
+        and shown as an internal error, without its details; a client that went away
+        is raised again)."""
+        if isinstance(error, ClientDisconnect):
+            raise error  # no one to answer: not an internal error (control/http_server.py)
         if isinstance(error, Problem):
             code, message, status = error.code, error.message, error.status
         else:

@@ -89,11 +89,30 @@ def test_limits_defaults() -> None:
 
 
 def test_connection_limits_leave_the_fd_reserve_free() -> None:
-    from memfs.daemon import server_limits  # the server stack: only this test needs it
+    from memfs.daemon import connection_limits  # the server stack: only this test needs it
     from memfs.store.errors import MemfsError
 
     config = parse_config(GOOD)
-    assert server_limits(config, 1 << 20).max_connections == 1024
-    assert server_limits(config, 1024).max_connections == 1024 - 512
+    assert connection_limits(config, 1 << 20)[0].max_connections == 1024
+    assert connection_limits(config, 1024)[0].max_connections == 1024 - 512
+    assert connection_limits(config, 1024)[1] is None  # no [http]
     with pytest.raises(MemfsError, match="fd_reserve"):
-        server_limits(config, 515)
+        connection_limits(config, 515)
+
+
+def test_control_and_http_connections_share_one_budget() -> None:
+    from memfs.daemon import connection_limits
+    from memfs.store.errors import MemfsError
+
+    config = parse_config({**GOOD, "http": {"listen": "127.0.0.1:0"},
+                           "limits": {"max_connections": 300, "http_max_connections": 100,
+                                      "http_max_connections_per_address": 80}})
+    control, http = connection_limits(config, 1 << 20)
+    assert (control.max_connections, http and http.max_connections) == (300, 100)
+    control, http = connection_limits(config, 512 + 200)  # room for 200: shared 3:1
+    assert http is not None
+    assert (control.max_connections, http.max_connections) == (150, 50)
+    assert http.max_connections_per_address == 50
+    assert control.max_connections + http.max_connections + 512 <= 512 + 200
+    with pytest.raises(MemfsError, match="fd_reserve"):
+        connection_limits(config, 512 + 20)  # HTTP would get fewer than 8
