@@ -25,6 +25,7 @@ _DURATION = re.compile(r"(\d{1,9})([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _PLAIN = re.compile(r"[A-Za-z0-9_./@+-][A-Za-z0-9 _./@+,():'-]*")
 MAX_TEXT = 64 * 1024  # one note, goal, summary, title or body
+_LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # str.splitlines's
 
 
 def iso(at: float) -> str:
@@ -86,7 +87,7 @@ def text(kind: str, value: str, *, one_line: bool = False, required: bool = True
         raise InvalidInput(f"{kind} is longer than {MAX_TEXT} characters")
     if "\0" in value:
         raise InvalidInput(f"{kind} contains a NUL character")
-    if one_line and ("\n" in value or "\r" in value):
+    if one_line and not _LINE_BREAKS.isdisjoint(value):
         raise InvalidInput(f"{kind} must be one line")
     return value
 
