@@ -108,7 +108,8 @@ def superseded(current: bytes | None, old_id: str, new_id: str) -> bytes:
         raise InvalidInput(f"decisions/{old_id}.md is not a decision memfs can read")
     if old.fields.get("superseded_by"):
         raise InvalidInput(f"decision {old_id} is already superseded by "
-                           f"{old.fields['superseded_by']}; supersede that one instead")
+                           f"{r.literal(old.fields['superseded_by'])}; supersede that one "
+                           "instead")
     fields = dict(old.fields, status="superseded", superseded_by=new_id)
     return render(fields, old.sections)
 
@@ -126,13 +127,14 @@ def repairs(decisions: dict[str, Decision]) -> list[tuple[str, str]]:
 
 
 def describe(record: dict[str, Any]) -> str:
-    """A decision as `Decision.as_dict` gives it, as plain text for people and models."""
-    lines = [f"{record['id']}: {record['title']} [{record['status']}] ({record['date']}, by "
-             f"{record['author']})"]
+    """A decision as `Decision.as_dict` gives it, as plain text for people and models:
+    its names as JSON strings, its texts quoted (see memfs/memory/records.py)."""
+    lines = [f"{r.literal(record['id'])} [{record['status']}] ({r.literal(record['date'])}, "
+             f"by {r.literal(record['author'])})", r.quoted(record["title"])]
     for link in ("supersedes", "superseded_by"):
         if record[link]:
-            lines.append(f"{link.replace('_', ' ')}: {record[link]}")
+            lines.append(f"{link.replace('_', ' ')}: {r.literal(record[link])}")
     for section in SECTIONS:
         if record.get(section.lower()):
-            lines.append(f"## {section}\n{record[section.lower()]}")
+            lines.append(f"## {section}\n{r.quoted(record[section.lower()])}")
     return "\n".join(lines)

@@ -5,6 +5,12 @@ Front matter is YAML-compatible ``key: value`` lines between ``---`` lines; a va
 written plainly when that is unambiguous, else as a JSON string, and ``null`` is
 None. Text that comes from agents (goals, notes, summaries) is stored as quoted
 blocks (``> `` before each line), so it can never forge a heading or an entry.
+
+What memfs writes for a model (the brief, MCP tool results) shows memory the same
+way, whatever it holds: a text as a quoted block (`quoted`), a name or id as a JSON
+string (`literal`), each with every character that is not printable escaped, so no
+line break of any kind (U+2028, U+0085, ...) and no hidden or reordering character
+passes through.
 """
 
 from __future__ import annotations
@@ -90,6 +96,34 @@ def text(kind: str, value: str, *, one_line: bool = False, required: bool = True
     if one_line and not _LINE_BREAKS.isdisjoint(value):
         raise InvalidInput(f"{kind} must be one line")
     return value
+
+
+def escaped(value: str, keep: str = "") -> str:
+    """``value`` with each character that is not printable (str.isprintable: control,
+    format, line or paragraph separator, private-use, unassigned), other than those in
+    ``keep``, written as its JSON escape (``\\u2028``)."""
+    if value.isprintable():
+        return value
+    return "".join(c if c.isprintable() or c in keep else json.dumps(c)[1:-1]
+                   for c in value)
+
+
+def literal(value: object) -> str:
+    """A name or id from memory as a model reads it: a JSON string (``"notes/a.md"``),
+    with ``"``, ``\\`` and every character that is not printable escaped, so it
+    reads as one name and can never end the string or start a line."""
+    return escaped(json.dumps(str(value), ensure_ascii=False))
+
+
+def quoted(value: object, limit: int | None = None) -> str:
+    """A text from memory as a model reads it: a quoted block (``> `` before every
+    line), cut to ``limit`` characters; every character that is not printable but
+    the newline and the tab is escaped, so no other line break splits a line out
+    of the block. (Memory may hold anything: None is empty, any other value its str.)"""
+    text = "" if value is None else str(value).strip()
+    if limit is not None and len(text) > limit:
+        text = text[:limit].rstrip() + " ..."
+    return quote(escaped(text, keep="\n\t")) if text else "> (empty)"
 
 
 def quote(value: str) -> str:
