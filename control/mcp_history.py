@@ -17,6 +17,7 @@ from control.mcp_tools import (
     cut_text,
     format_read,
 )
+from memfs.memory.records import literal
 
 HISTORY_DESCRIPTION = """\
 Look at the past of shared memory: every change to a store is kept (who, when, what).
@@ -70,8 +71,9 @@ class HistoryTools(MemoryTools):
     def _log(self, path: str | None, limit: int) -> ToolOutcome:
         entries = self.conn.run(lambda c: c.log(path, limit=limit), idempotent=True)
         if not entries:
-            return ToolOutcome(f"No changes recorded for {path or 'your stores'}.")
-        lines = [f"{e['short']}  {e['time']}  {e['author']}  {e['summary']}"
+            return ToolOutcome(f"No changes recorded for "
+                               f"{literal(path) if path else 'your stores'}.")
+        lines = [f"{e['short']}  {e['time']}  {literal(e['author'])}  {literal(e['summary'])}"
                  + ("  (forced)" if e["forced"] else "") for e in entries]
         text, _ = cut_text("\n".join(lines), MAX_OUTPUT_CHARS)
         if len(entries) == limit:
@@ -81,19 +83,19 @@ class HistoryTools(MemoryTools):
     def _diff(self, path: str, rev: str | None) -> ToolOutcome:
         result: dict[str, Any] = self.conn.run(lambda c: c.diff(path, rev), idempotent=True)
         if not result["diff"]:
-            return ToolOutcome(f"No difference in {path} between {result['old']} and "
+            return ToolOutcome(f"No difference in {literal(path)} between {result['old']} and "
                                f"{result['new']}.")
         text, cut = cut_text(result["diff"], MAX_OUTPUT_CHARS)
         if cut:
             text += "\n[Diff truncated: compare narrower revisions.]"
-        return ToolOutcome(f"{path}: {result['old']} -> {result['new']}\n{text}")
+        return ToolOutcome(f"{literal(path)}: {result['old']} -> {result['new']}\n{text}")
 
     def _show(self, path: str, rev: str, offset: int, limit: int) -> ToolOutcome:
         result = self.conn.run(lambda c: c.show(path, rev, offset=offset, limit=limit),
                                idempotent=True)
         outcome = format_read(path, offset, result)
-        outcome.text = f"[{path} as of {result['short']}]\n" + outcome.text.replace(
-            "storage_read(path=", f"storage_history(action=\"show\", rev=\"{rev}\", path=")
+        outcome.text = f"[{literal(path)} as of {result['short']}]\n" + outcome.text.replace(
+            "storage_read(path=", f"storage_history(action=\"show\", rev={literal(rev)}, path=")
         return outcome
 
     def restore(self, path: str, rev: str, force: bool = False) -> ToolOutcome:
@@ -101,7 +103,7 @@ class HistoryTools(MemoryTools):
             result = self.conn.run(lambda c: c.restore(path, rev, force=force),
                                    idempotent=False)
             verb = "Recreated" if result["created"] else "Restored"
-            return ToolOutcome(f"{verb} {result['path']} as of {rev} ({result['size']} "
-                               "bytes).", meta=commit_meta(result))
+            return ToolOutcome(f"{verb} {literal(result['path'])} as of {literal(rev)} "
+                               f"({result['size']} bytes).", meta=commit_meta(result))
 
         return self._guard(body, path=path, verb="restore")

@@ -7,7 +7,11 @@ out of the model's sight (digests). The model never handles a digest: the daemon
 records, per agent, the version each read returned, and checks writes against it.
 
 control/mcp_server.py wires these methods to the MCP SDK; the descriptions below are
-what the model sees.
+what the model sees. In the results, memfs's own sentences name paths, ids and agents
+as JSON strings (``"notes/a.md"``) and quote memory's texts (``> ``), with every
+character that is not printable escaped (memfs/memory/records.py); listings and tool
+output (storage_list, rg's matches, numbered lines, diffs) are one entry per line, as
+they come.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from control.localfiles import (
     read_local,
     save_atomically,
 )
+from memfs.memory.records import escaped, literal
 
 T = TypeVar("T")
 
@@ -235,7 +240,12 @@ class MemoryTools:
     def _guard(self, body: Callable[[], ToolOutcome], *, path: str | None = None,
                verb: str = "write") -> ToolOutcome:
         try:
-            return body()
+            try:
+                return body()
+            except MemfsClientError as error:
+                # The message may name what memory holds: escaped, it stays one line.
+                error.message = escaped(error.message)
+                raise
         except ConflictError as error:
             return conflict_outcome(error, path, verb)
         except LeaseHeldError as error:
@@ -371,13 +381,13 @@ class MemoryTools:
         result = self.conn.run(lambda c: c.write(path, content, append=append, force=force),
                                idempotent=False)
         size = result["size"]
+        shown = literal(result["path"])
         if append:
-            text = (f"Appended {len(content.encode())} bytes to {result['path']} "
-                    f"(now {size} bytes).")
+            text = f"Appended {len(content.encode())} bytes to {shown} (now {size} bytes)."
         elif result.get("created"):
-            text = f"Created {result['path']} ({size} bytes)."
+            text = f"Created {shown} ({size} bytes)."
         else:
-            text = f"Wrote {result['path']} ({size} bytes)."
+            text = f"Wrote {shown} ({size} bytes)."
         return ToolOutcome(text, meta=commit_meta(result))
 
     def _edit(self, path: str, scripts: list[str], force: bool) -> ToolOutcome:
@@ -389,11 +399,12 @@ class MemoryTools:
             return client.edit(path, scripts, force=force), before
 
         result, before = self.conn.run(op, idempotent=False)
+        shown = literal(result["path"])
         if before is not None and result["digest"] == before:
-            text = (f"sed left {result['path']} unchanged ({result['size']} bytes): the "
-                    "script matched nothing. Check it against the file (storage_read).")
+            text = (f"sed left {shown} unchanged ({result['size']} bytes): the script matched "
+                    "nothing. Check it against the file (storage_read).")
         else:
-            text = f"Edited {result['path']} with sed (now {result['size']} bytes)."
+            text = f"Edited {shown} with sed (now {result['size']} bytes)."
         return ToolOutcome(text, meta=commit_meta(result))
 
     # -- storage_download / storage_upload ---------------------------------------------
@@ -404,10 +415,10 @@ class MemoryTools:
             data, meta = self.conn.run(lambda c: c.read_bytes(path), idempotent=True)
             save_atomically(target, data, make_parents=True)
             shown = meta.get("path") or path
-            text = (f"Downloaded {shown} ({len(data)} bytes) to {target}.\n"
+            text = (f"Downloaded {literal(shown)} ({len(data)} bytes) to {literal(target)}.\n"
                     f"When your local changes are done, send it back with "
-                    f"storage_upload(src=\"{target}\", path=\"{shown}\"); that is refused if "
-                    "another agent changes the file in the meantime.")
+                    f"storage_upload(src={literal(target)}, path={literal(shown)}); that is "
+                    "refused if another agent changes the file in the meantime.")
             if meta.get("changed_since_last_read"):
                 text = _changed_note(shown, meta) + "\n" + text
             return ToolOutcome(text, meta={**_version_meta(meta), "dest": target})
@@ -420,8 +431,8 @@ class MemoryTools:
             result = self.conn.run(lambda c: c.write(path, data, force=force),
                                    idempotent=False)
             verb = "created" if result.get("created") else "replaced"
-            return ToolOutcome(f"Uploaded {src} to {result['path']} ({result['size']} bytes, "
-                               f"{verb}).", meta=commit_meta(result))
+            return ToolOutcome(f"Uploaded {literal(src)} to {literal(result['path'])} "
+                               f"({result['size']} bytes, {verb}).", meta=commit_meta(result))
 
         return self._guard(body, path=path, verb="upload")
 
@@ -436,8 +447,9 @@ class MemoryTools:
 
 
 def _changed_note(path: str, result: dict[str, Any]) -> str:
-    who = result.get("last_writer") or "another agent"
-    return (f"[Note: {path} changed since you last read it; last written by {who} at "
+    writer = result.get("last_writer")
+    who = literal(writer) if writer else "another agent"
+    return (f"[Note: {literal(path)} changed since you last read it; last written by {who} at "
             f"{when(result.get('last_written_at'))}. Below is the current version.]")
 
 
@@ -464,11 +476,11 @@ def format_read(path: str, offset: int, result: dict[str, Any]) -> ToolOutcome:
         parts.append(_changed_note(shown_path, result))
     meta = _version_meta(result)
     if total == 0:
-        parts.append(f"({shown_path} is empty)")
+        parts.append(f"({literal(shown_path)} is empty)")
         return ToolOutcome("\n".join(parts), meta=meta)
     if not lines:
-        parts.append(f"({shown_path} has {total} lines; offset {offset} is past the end. "
-                     f"Use a smaller offset.)")
+        parts.append(f"({literal(shown_path)} has {total} lines; offset {offset} is past the "
+                     "end. Use a smaller offset.)")
         return ToolOutcome("\n".join(parts), meta=meta)
     budget = MAX_OUTPUT_CHARS
     body: list[str] = []
@@ -490,7 +502,7 @@ def format_read(path: str, offset: int, result: dict[str, Any]) -> ToolOutcome:
         parts.append("[This looks like a binary file; storage_download gets its exact bytes.]")
     if next_offset is not None:
         parts.append(f"[Lines {offset}-{last} of {total}. More below: continue with "
-                     f"storage_read(path=\"{shown_path}\", offset={next_offset}).]")
+                     f"storage_read(path={literal(shown_path)}, offset={next_offset}).]")
         meta["next_offset"] = next_offset
     elif offset > 1:
         parts.append(f"[Lines {offset}-{last} of {total}: end of file.]")
@@ -499,7 +511,7 @@ def format_read(path: str, offset: int, result: dict[str, Any]) -> ToolOutcome:
 
 def format_search(result: dict[str, Any]) -> ToolOutcome:
     output = str(result.get("output", ""))
-    stderr = str(result.get("stderr", "")).strip()
+    stderr = escaped(str(result.get("stderr", "")).strip(), keep="\n")  # its lines name files
     code = int(result.get("exit_code", 2))
     meta = {"exit_code": code, "truncated": bool(result.get("truncated"))}
     if code == 1 and not output:
@@ -525,10 +537,11 @@ def format_search(result: dict[str, Any]) -> ToolOutcome:
 def conflict_outcome(error: ConflictError, path: str | None, verb: str) -> ToolOutcome:
     """The conflict as a model should read it: what happened, who did it, what next."""
     details = error.details
-    name = details.get("path") or path or "the file"
+    named = details.get("path") or path
+    name = literal(named) if named else "the file"
     writer = details.get("last_writer")
     at = details.get("last_written_at")
-    by = f" by {writer} at {when(at)}" if writer else ""
+    by = f" by {literal(writer)} at {when(at)}" if writer else ""
     refetch = "storage_download it again" if verb == "upload" else "read it again (storage_read)"
     redo = ("redo your local work on the new version, then upload again"
             if verb == "upload" else "redo your change on the current content, then retry")

@@ -21,8 +21,18 @@ MAX_ARGS_BYTES = 64 * 1024
 _SIZE = re.compile(r"[0-9]+[KMG]?")
 _MAX_REGEX_SIZE = 1 << 30
 _GLOB_SPECIAL = re.compile(r"[\\*?\[\]{}]")
+_UNDECODED = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as os.listdir gives it
+_HIGH_BYTE = "[!\x01-\x7f]"  # rg's glob for one byte that is not ASCII
 
 Check = Callable[[str, str], str]  # (flag, value) -> value to pass on, or raise
+
+
+def _exactly(path: str) -> str:
+    """A glob matching ``path`` alone. rg takes globs as UTF-8 only, so a byte of the
+    name that is not UTF-8 becomes "one byte that is not ASCII" (a valid name can match
+    there only with a multi-byte character whose bytes stand in for several such
+    bytes: skipped too, which is rare and never shows anything it should not)."""
+    return _UNDECODED.sub(_HIGH_BYTE, _GLOB_SPECIAL.sub(r"\\\g<0>", path))
 
 
 def _text(flag: str, value: str) -> str:
@@ -186,9 +196,9 @@ class RgCommand:
     stores: tuple[str, ...]
     threads: int
     named: tuple[str, ...] = ()
-    # STORE/PATH of entries never to search (planted specials, hard links): each
-    # becomes an exclusion glob placed after the user's globs, so none can undo it
-    # (the later of two matching globs wins)
+    # STORE/PATH of entries never to search (planted specials, hard links, names memfs
+    # refuses): each becomes an exclusion glob placed after the user's globs, so none
+    # can undo it (the later of two matching globs wins)
     excluded: tuple[str, ...] = ()
 
     @property
@@ -198,7 +208,7 @@ class RgCommand:
         args = ["--no-config", "--color", "never", "--no-ignore-parent", "--no-ignore-global"]
         args += ["--threads", str(self.threads), *self.options]
         for path in self.excluded:
-            args += ["--glob", "!/" + _GLOB_SPECIAL.sub(r"\\\g<0>", path)]
+            args += ["--glob", "!/" + _exactly(path)]
         for pattern in self.patterns:
             args += ["--regexp", pattern]
         return [*args, "--", *self.paths]
@@ -350,6 +360,10 @@ def _paths(
         parts = [p for p in text.split("/") if p not in ("", ".")]
         if not parts:
             raise BadArguments(f"path {path!r} names no store")
+        if not text.isprintable():  # as memfs/store/paths.py: no such name is searched
+            raise BadArguments(f"path {path!r} holds a character no name may hold (control, "
+                               "format, line or paragraph separator, private-use, "
+                               "unassigned)")
         if ".." in parts:
             raise BadArguments(f"path {path!r}: '..' is not allowed")
         if parts[0] not in stores:

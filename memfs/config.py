@@ -158,6 +158,10 @@ class HttpConfig(_Strict):
     tls_key: Path | None = None
     # /metrics without a token (it names ops and counts, never content)
     public_metrics: bool = False
+    # web view sign-ins kept at once: in all (a sign-in beyond is refused, never another
+    # agent's session ended), and per agent (its own oldest sessions end first)
+    max_web_sessions: int = Field(default=10_000, ge=1)
+    max_web_sessions_per_agent: int = Field(default=32, ge=1)
 
     @field_validator("listen")
     @classmethod

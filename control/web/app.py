@@ -38,6 +38,7 @@ from control.web.live import CommitFeed
 from control.web.look import Look, Page, Redirect
 from control.web.signin import COOKIE, SignIns, WebSession
 from control.web.templating import STATIC, environment
+from memfs.config import HttpConfig
 
 log = logging.getLogger("memfs.http")
 
@@ -80,7 +81,10 @@ class Web:
     def __init__(self, dispatcher: Dispatcher, feed: CommitFeed | None) -> None:
         self.dispatcher = dispatcher
         self.feed = feed
-        self.signins = SignIns(dispatcher.tokens, dispatcher.engine.config.agents)
+        config = dispatcher.engine.config
+        limits = config.http or HttpConfig()
+        self.signins = SignIns(dispatcher.tokens, config.agents, most=limits.max_web_sessions,
+                               per_agent=limits.max_web_sessions_per_agent)
         self.env = environment()
 
     def session(self, request: Request) -> WebSession | None:

@@ -6,7 +6,9 @@ control/web/signin.py for the session, the cookie and the CSRF rules).
 * ``POST /ui/login`` (``token``, ``nonce``, ``next``): refused (403) unless posted
   from this listener's own pages with the matching double-submit value; a bad,
   revoked or expired token gets the form again (401) and signs nobody in; a good one
-  opens a web session, sets its cookie and goes to ``next`` (a ``/ui/`` path).
+  opens a web session, sets its cookie and goes to ``next`` (a ``/ui/`` path); when
+  every place for a session is taken by other agents' live sessions, the form comes
+  back with 503, ``Retry-After`` and the reason, and nobody is signed out.
 * ``POST /ui/logout`` (``csrf``): ends the session (same origin and the session's
   CSRF value required).
 """
@@ -25,6 +27,7 @@ from control.web.signin import (
     COOKIE,
     LOGIN_COOKIE,
     LOGIN_FORM_SECONDS,
+    TooManySessions,
     safe_next,
     same_origin,
     same_value,
@@ -90,7 +93,12 @@ async def login(web: Web, request: Request) -> Response:
             return _login_page(web, request, next_url, status=401,
                                error="That token is unknown, revoked or expired.")
         web.signins.close(request.cookies.get(COOKIE))
-        cookie, session = web.signins.open(record)
+        try:
+            cookie, session = web.signins.open(record)
+        except TooManySessions as full:
+            page = _login_page(web, request, next_url, status=503, error=f"{full}.")
+            page.headers["Retry-After"] = str(full.retry_after)
+            return page
         response = RedirectResponse(next_url, 303)
         lifetime = max(1, int(session.expires - web.signins.clock()))
         response.set_cookie(COOKIE, cookie, max_age=lifetime, path="/ui", httponly=True,

@@ -10,7 +10,9 @@ listener speaks TLS.
 Every request re-checks the session: past its expiry (LIFETIME, and never beyond the
 token's own expiry), or once its token is revoked or expired (`Tokens.active`, which
 sees a revocation by any daemon on the root), or its agent left the config, the
-session is gone. A restart of the daemon ends every session.
+session is gone. A restart of the daemon ends every session. Sessions are bounded
+(`SignIns`): per agent, whose own oldest end first, and in all, where a sign-in is
+refused rather than ending another agent's live session.
 
 CSRF: the only forms are sign-in and sign-out (POST). Both need the request's
 ``Origin`` (or, without one, its ``Referer``) to be this listener's own origin;
@@ -36,7 +38,8 @@ COOKIE = "memfs_ui"
 LOGIN_COOKIE = "memfs_ui_login"
 LIFETIME = 12 * 3600.0  # a web session ends after this, whatever happens
 LOGIN_FORM_SECONDS = 3600  # the sign-in form's double-submit cookie lives this long
-MAX_SESSIONS = 10_000  # beyond this the oldest sessions are dropped
+MAX_SESSIONS = 10_000  # sessions kept at once, in all (a sign-in beyond is refused)
+MAX_PER_AGENT = 32  # ... of one agent (beyond, its own oldest sessions end)
 _NEXT = re.compile(r"/ui/[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*")
 
 
@@ -48,34 +51,63 @@ class WebSession:
     csrf: str
 
 
+class TooManySessions(Exception):
+    """Every place for a web session is taken by live sessions of other agents;
+    ``retry_after`` is how many seconds until the first of them expires."""
+
+    def __init__(self, most: int, retry_after: int) -> None:
+        super().__init__(
+            f"too many people are signed in to this memfs's web view ({most} sessions, "
+            "the most it keeps): try again later, or ask someone to sign out")
+        self.retry_after = retry_after
+
+
 def _key(cookie: str) -> str:
     return hashlib.sha256(cookie.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 class SignIns:
-    """The web sessions of one daemon (used from its event loop only)."""
+    """The web sessions of one daemon (used from its event loop only).
+
+    At most ``per_agent`` sessions of one agent: a sign-in beyond ends that agent's
+    own oldest session. At most ``most`` in all: a sign-in beyond first forgets the
+    sessions that ended (expired, token revoked or expired, agent gone) and is
+    refused (TooManySessions) if that frees no place; a live session of another
+    agent is never ended to make room.
+    """
 
     def __init__(self, tokens: Tokens, agents: Collection[str], *,
-                 lifetime: float = LIFETIME, clock: Callable[[], float] = time.time) -> None:
+                 lifetime: float = LIFETIME, clock: Callable[[], float] = time.time,
+                 most: int = MAX_SESSIONS, per_agent: int = MAX_PER_AGENT) -> None:
         self.tokens = tokens
         self.agents = agents
         self.lifetime = lifetime
         self.clock = clock
-        self._sessions: dict[str, WebSession] = {}
+        self.most = most
+        self.per_agent = per_agent
+        self._sessions: dict[str, WebSession] = {}  # key -> session, oldest first
+        self._of_agent: dict[str, dict[str, None]] = {}  # agent -> its keys, oldest first
 
     def open(self, record: TokenRecord) -> tuple[str, WebSession]:
-        """A new session for a verified token: (the cookie value, the session)."""
+        """A new session for a verified token: (the cookie value, the session).
+        Raises TooManySessions."""
         now = self.clock()
-        if len(self._sessions) >= MAX_SESSIONS:
+        mine = self._of_agent.get(record.agent, {})
+        while len(mine) >= self.per_agent:
+            self._drop(next(iter(mine)))  # the agent's own oldest
+        if len(self._sessions) >= self.most:
             self._sweep(now)
-            while len(self._sessions) >= MAX_SESSIONS:
-                del self._sessions[next(iter(self._sessions))]  # the oldest
+            if len(self._sessions) >= self.most:
+                first = min(s.expires for s in self._sessions.values())
+                raise TooManySessions(self.most, max(1, int(first - now) + 1))
         expires = now + self.lifetime
         if record.expires is not None:
             expires = min(expires, record.expires)
         cookie = secrets.token_urlsafe(32)
         session = WebSession(record.id, record.agent, expires, secrets.token_urlsafe(24))
-        self._sessions[_key(cookie)] = session
+        key = _key(cookie)
+        self._sessions[key] = session
+        self._of_agent.setdefault(record.agent, {})[key] = None
         return cookie, session
 
     def check(self, cookie: str | None) -> WebSession | None:
@@ -91,21 +123,33 @@ class SignIns:
         record = self.tokens.active(session.token_id, now)
         if now >= session.expires or record is None or record.agent != session.agent \
                 or session.agent not in self.agents:
-            del self._sessions[key]
+            self._drop(key)
             return None
         return session
 
     def close(self, cookie: str | None) -> None:
         """End the session of a cookie value (nothing if there is none)."""
         if cookie:
-            self._sessions.pop(_key(cookie), None)
+            self._drop(_key(cookie))
 
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def _drop(self, key: str) -> None:
+        session = self._sessions.pop(key, None)
+        if session is not None:
+            mine = self._of_agent[session.agent]
+            del mine[key]
+            if not mine:
+                del self._of_agent[session.agent]
+
     def _sweep(self, now: float) -> None:
-        for key in [k for k, s in self._sessions.items() if now >= s.expires]:
-            del self._sessions[key]
+        """Forget every session that ended (one read of the token file)."""
+        active = {r.id for r in self.tokens.list() if r.state(now) == "active"}
+        for key in [k for k, s in self._sessions.items()
+                    if now >= s.expires or s.token_id not in active
+                    or s.agent not in self.agents]:
+            self._drop(key)
 
 
 def secure(request: Request) -> bool:

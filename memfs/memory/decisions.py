@@ -113,8 +113,8 @@ def superseded(current: bytes | None, old_id: str, new_id: str,
         raise InvalidInput(f"decisions/{old_id}.md is not a decision memfs can read")
     successor = old.fields.get("superseded_by")
     if isinstance(successor, str) and exists(successor):
-        raise InvalidInput(f"decision {old_id} is already superseded by {successor}; "
-                           "supersede that one instead")
+        raise InvalidInput(f"decision {old_id} is already superseded by "
+                           f"{r.literal(successor)}; supersede that one instead")
     return _linked(old, new_id)
 
 
@@ -162,13 +162,14 @@ def mended(current: bytes | None, decision_id: str, successor: str | None) -> by
 
 
 def describe(record: dict[str, Any]) -> str:
-    """A decision as `Decision.as_dict` gives it, as plain text for people and models."""
-    lines = [f"{record['id']}: {record['title']} [{record['status']}] ({record['date']}, by "
-             f"{record['author']})"]
+    """A decision as `Decision.as_dict` gives it, as plain text for people and models:
+    its names as JSON strings, its texts quoted (see memfs/memory/records.py)."""
+    lines = [f"{r.literal(record['id'])} [{record['status']}] ({r.literal(record['date'])}, "
+             f"by {r.literal(record['author'])})", r.quoted(record["title"])]
     for link in ("supersedes", "superseded_by"):
         if record[link]:
-            lines.append(f"{link.replace('_', ' ')}: {record[link]}")
+            lines.append(f"{link.replace('_', ' ')}: {r.literal(record[link])}")
     for section in SECTIONS:
         if record.get(section.lower()):
-            lines.append(f"## {section}\n{record[section.lower()]}")
+            lines.append(f"## {section}\n{r.quoted(record[section.lower()])}")
     return "\n".join(lines)

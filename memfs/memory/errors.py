@@ -3,6 +3,7 @@ to protocol codes (lease_held, lease_lost, conflict) and exit codes (3)."""
 
 from __future__ import annotations
 
+from memfs.memory.records import literal
 from memfs.store.errors import MemfsError
 
 
@@ -11,8 +12,8 @@ class LeaseHeld(MemfsError):
     and ``expires_at`` name it."""
 
     def __init__(self, task: str, holder: str, expires_at: str) -> None:
-        super().__init__(f"task {task} is leased by {holder} until {expires_at}; wait, or "
-                         "pick another task")
+        super().__init__(f"task {task} is leased by {literal(holder)} until "
+                         f"{literal(expires_at)}; wait, or pick another task")
         self.task, self.holder, self.expires_at = task, holder, expires_at
 
 

@@ -5,6 +5,12 @@ Front matter is YAML-compatible ``key: value`` lines between ``---`` lines; a va
 written plainly when that is unambiguous, else as a JSON string, and ``null`` is
 None. Text that comes from agents (goals, notes, summaries) is stored as quoted
 blocks (``> `` before each line), so it can never forge a heading or an entry.
+
+What memfs writes for a model (the brief, MCP tool results) shows memory the same
+way, whatever it holds: a text as a quoted block (`quoted`), a name or id as a JSON
+string (`literal`), each with every character that is not printable escaped, so no
+line break of any kind (U+2028, U+0085, ...) and no hidden or reordering character
+passes through.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ _DURATION = re.compile(r"(\d{1,9})([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _PLAIN = re.compile(r"[A-Za-z0-9_./@+-][A-Za-z0-9 _./@+,():'-]*")
 MAX_TEXT = 64 * 1024  # one note, goal, summary, title or body
+_LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # str.splitlines's
 
 
 def iso(at: float) -> str:
@@ -86,9 +93,37 @@ def text(kind: str, value: str, *, one_line: bool = False, required: bool = True
         raise InvalidInput(f"{kind} is longer than {MAX_TEXT} characters")
     if "\0" in value:
         raise InvalidInput(f"{kind} contains a NUL character")
-    if one_line and ("\n" in value or "\r" in value):
+    if one_line and not _LINE_BREAKS.isdisjoint(value):
         raise InvalidInput(f"{kind} must be one line")
     return value
+
+
+def escaped(value: str, keep: str = "") -> str:
+    """``value`` with each character that is not printable (str.isprintable: control,
+    format, line or paragraph separator, private-use, unassigned), other than those in
+    ``keep``, written as its JSON escape (``\\u2028``)."""
+    if value.isprintable():
+        return value
+    return "".join(c if c.isprintable() or c in keep else json.dumps(c)[1:-1]
+                   for c in value)
+
+
+def literal(value: object) -> str:
+    """A name or id from memory as a model reads it: a JSON string (``"notes/a.md"``),
+    with ``"``, ``\\`` and every character that is not printable escaped, so it
+    reads as one name and can never end the string or start a line."""
+    return escaped(json.dumps(str(value), ensure_ascii=False))
+
+
+def quoted(value: object, limit: int | None = None) -> str:
+    """A text from memory as a model reads it: a quoted block (``> `` before every
+    line), cut to ``limit`` characters; every character that is not printable but
+    the newline and the tab is escaped, so no other line break splits a line out
+    of the block. (Memory may hold anything: None is empty, any other value its str.)"""
+    text = "" if value is None else str(value).strip()
+    if limit is not None and len(text) > limit:
+        text = text[:limit].rstrip() + " ..."
+    return quote(escaped(text, keep="\n\t")) if text else "> (empty)"
 
 
 def quote(value: str) -> str:

@@ -155,8 +155,8 @@ def appended(current: bytes | None, session_id: str, agent: str, entry: Entry,
     if session is None:
         raise InvalidInput(f"session {session_id} is not a session file memfs can read")
     if session.agent != agent:
-        raise PermissionDenied(f"session {session_id} belongs to {session.agent}; only its "
-                               "agent adds to it")
+        raise PermissionDenied(f"session {session_id} belongs to {r.literal(session.agent)}; "
+                               "only its agent adds to it")
     if session.state != "open":
         raise InvalidInput(f"session {session_id} was handed off and is closed; start a new "
                            "session")

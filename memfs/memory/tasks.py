@@ -123,19 +123,21 @@ def _held(task: dict[str, Any], task_id: str, agent: str, now: float, *,
     unexpired lease, LeaseLost ("claim it first") otherwise."""
     lease = task.get("lease")
     if task.get("status") == "done":
-        raise LeaseLost(task_id, f"task {task_id} was completed by {task.get('completed_by')}")
+        raise LeaseLost(task_id, f"task {task_id} was completed by "
+                        f"{r.literal(task.get('completed_by'))}")
     if not isinstance(lease, dict):
         raise LeaseLost(task_id, f"you do not hold task {task_id}: it is not claimed (claim "
                         "it first)")
     if lease.get("agent") != agent and not force:
         holder = str(lease.get("agent"))
         if agent in (task.get("holders") or []):
-            raise LeaseLost(task_id, f"your lease on task {task_id} was lost: {holder} holds "
-                            f"it until {lease.get('expires_at')}", holder)
+            raise LeaseLost(task_id, f"your lease on task {task_id} was lost: "
+                            f"{r.literal(holder)} holds it until "
+                            f"{r.literal(lease.get('expires_at'))}", holder)
         if r.parse_iso(str(lease.get("expires_at"))) > now:
             raise LeaseHeld(task_id, holder, str(lease.get("expires_at")))
-        raise LeaseLost(task_id, f"you do not hold task {task_id} (the lease of {holder} "
-                        "expired): claim it first", holder)
+        raise LeaseLost(task_id, f"you do not hold task {task_id} (the lease of "
+                        f"{r.literal(holder)} expired): claim it first", holder)
     return lease
 
 

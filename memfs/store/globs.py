@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from memfs.store.errors import InvalidInput
+from memfs.store.paths import PRINTABLE, unprintable
 
 MAX_GLOB_CHARS = 1024
 _MAX_CACHED_CHARS = 4096  # per-character transition masks kept per pattern
@@ -146,6 +147,9 @@ class Glob:
     def __init__(self, pattern: str) -> None:
         if len(pattern) > MAX_GLOB_CHARS:
             raise InvalidInput(f"glob pattern is longer than {MAX_GLOB_CHARS} characters")
+        bad = unprintable(pattern)
+        if bad is not None:  # it could only match names memfs refuses
+            raise InvalidInput(f"glob pattern {pattern!r} contains {bad}; {PRINTABLE}")
         self.pattern = pattern
         # what each state does: a one-character token, or a run's kind
         self._states: list[_Token | int] = []
@@ -225,8 +229,8 @@ def compile_glob(pattern: str) -> Glob:
     ``**`` spans any number of components (``a/**/b`` matches ``a/b`` and
     ``a/x/y/b``), a pattern naming a directory (``notes`` or ``notes/``) matches
     everything below it. Matching takes time linear in the name, whatever the pattern.
-    Raises InvalidInput for a pattern over MAX_GLOB_CHARS characters or with a
-    reversed range (``[z-a]``)."""
+    Raises InvalidInput for a pattern over MAX_GLOB_CHARS characters, with a character
+    no name may hold (see memfs/store/paths.py) or with a reversed range (``[z-a]``)."""
     return Glob(pattern)
 
 

@@ -1,10 +1,16 @@
-"""Validation of user-supplied memory paths (``STORE/PATH``), free of I/O."""
+"""Validation of user-supplied memory paths (``STORE/PATH``), free of I/O.
+
+A name memfs takes is printable (`str.isprintable`): no control, format (bidirectional
+overrides, zero-width characters), line or paragraph separator, private-use,
+surrogate or unassigned character, and no space but the ASCII one. So no name can
+start a line, hide a character or reorder text wherever it is shown.
+"""
 
 from __future__ import annotations
 
 import functools
 import os
-import re
+import unicodedata
 from dataclasses import dataclass
 
 from memfs.store.errors import InvalidInput
@@ -13,7 +19,8 @@ MAX_PATH_BYTES = 4096
 MAX_NAME_BYTES = 255
 MAX_DEPTH = 64
 MOUNT_PREFIXES = ("/memory/",)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+PRINTABLE = ("a name holds printable characters only (no control, format, line or paragraph "
+             "separator, private-use or unassigned character)")
 
 
 @dataclass(frozen=True, order=True)
@@ -37,19 +44,28 @@ class MemPath:
         return f"{self.store}/{self.rel}" if self.parts else self.store
 
 
+def unprintable(text: str) -> str | None:
+    """The first character of ``text`` that a name may not hold, described
+    (``U+2028 LINE SEPARATOR``), or None when it is printable throughout."""
+    if text.isprintable():
+        return None
+    char = next(c for c in text if not c.isprintable())
+    if unicodedata.category(char) == "Cs":  # how a byte that is not UTF-8 arrives
+        return f"U+{ord(char):04X} (not valid UTF-8)"
+    kind = unicodedata.name(char, "") or f"(category {unicodedata.category(char)})"
+    return f"U+{ord(char):04X} {kind}"
+
+
 def check_component(name: str) -> str:
     """Return ``name`` if it is a safe single path component, else raise InvalidInput."""
     if name in ("", ".", ".."):
         raise InvalidInput(f"bad path component {name!r}")
-    if _CONTROL.search(name):
-        raise InvalidInput(f"path component {name!r} contains a NUL or control character")
+    bad = unprintable(name)
+    if bad is not None:
+        raise InvalidInput(f"path component {name!r} contains {bad}; {PRINTABLE}")
     if "/" in name:
         raise InvalidInput(f"path component {name!r} contains '/'")
-    try:
-        encoded = name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(f"path component {name!r} is not valid UTF-8") from None
-    if len(encoded) > MAX_NAME_BYTES:
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
         raise InvalidInput(f"path component is longer than {MAX_NAME_BYTES} bytes")
     return name
 
@@ -57,7 +73,7 @@ def check_component(name: str) -> str:
 def parse_path(raw: str, *, allow_store_only: bool = False, mount: str | None = None) -> MemPath:
     """Parse ``STORE/PATH`` (or ``/memory/STORE/PATH``) into a MemPath.
 
-    Guarantees: no empty, ``.`` or ``..`` components, no control characters, bounded
+    Guarantees: no empty, ``.`` or ``..`` components, printable names, bounded
     length and depth, not absolute. Store-level paths are rejected unless
     ``allow_store_only``.
     """

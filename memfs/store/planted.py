@@ -2,9 +2,10 @@
 
 The engine and the mount check every file they open or list (`backing.is_kept`), but
 ripgrep walks the store itself. It is told to skip each planted entry (FIFO, socket,
-device, hard link, file of a foreign owner) with one exclusion glob per entry, placed
-after the caller's own globs so that no flag can bring it back; a search path that
-names one is refused.
+device, hard link, file of a foreign owner, and a file or folder whose name memfs
+refuses: not printable, see memfs/store/paths.py) with one exclusion glob per entry,
+placed after the caller's own globs so that no flag can bring it back; a search path
+that names one is refused.
 
 Finding them is a walk of the store, so each directory's findings are remembered with
 the identity of the directory (device, inode, mtime, ctime): planting anything in a
@@ -49,7 +50,8 @@ class PlantedIndex:
 
     def planted(self) -> list[str]:
         """Paths (relative to the store) of every entry memfs does not show: symlinks,
-        special files, hard links, foreign files. Raises InvalidInput past MAX_PLANTED."""
+        special files, hard links, foreign files, names memfs refuses (a folder's
+        whole tree). Raises InvalidInput past MAX_PLANTED."""
         with self._lock:
             found: list[str] = []
             seen_dirs: set[str] = set()
@@ -102,6 +104,9 @@ class PlantedIndex:
             planted: list[str] = []
             subdirs: list[str] = []
             for name in os.listdir(fd):
+                if not name.isprintable():  # undecodable bytes too (surrogates)
+                    planted.append(name)
+                    continue
                 try:
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 except OSError:

@@ -38,9 +38,9 @@ def test_read_changed_note_empty_past_end_binary() -> None:
     changed = t.format_read("notes/a.md", 1, read_result(
         "x\n", 1, changed_since_last_read=True, last_written_at=86400.0))
     assert changed.text.splitlines()[0] == (
-        "[Note: notes/a.md changed since you last read it; last written by bob at "
+        '[Note: "notes/a.md" changed since you last read it; last written by "bob" at '
         "1970-01-02 00:00:00 UTC. Below is the current version.]")
-    assert t.format_read("notes/a.md", 1, read_result("", 0)).text == "(notes/a.md is empty)"
+    assert t.format_read("notes/a.md", 1, read_result("", 0)).text == '("notes/a.md" is empty)'
     assert "past the end" in t.format_read("notes/a.md", 9, read_result("", 3)).text
     assert "binary" in t.format_read("notes/a.md", 1, read_result("a\x00b\n", 1)).text
 
@@ -80,8 +80,8 @@ def conflict(**details: Any) -> ConflictError:
 def test_conflict_wording() -> None:
     changed = t.conflict_outcome(conflict(), "notes/a.md", "write")
     assert changed.is_error
-    assert changed.text.startswith("CONFLICT: your write was NOT applied: notes/a.md was "
-                                   "changed by bob at 1970-01-01 00:00:00 UTC")
+    assert changed.text.startswith('CONFLICT: your write was NOT applied: "notes/a.md" was '
+                                   'changed by "bob" at 1970-01-01 00:00:00 UTC')
     assert "storage_read" in changed.text and "force=true" in changed.text
     unseen = t.conflict_outcome(conflict(seen_digest=None), None, "upload").text
     assert "you have not read it yet" in unseen and "storage_download" in unseen

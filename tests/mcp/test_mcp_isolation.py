@@ -59,7 +59,7 @@ async def test_each_agent_sees_only_its_stores(daemon: Daemon) -> None:
 
         # alice sees bob's append as a change since her last read
         text = await call_ok(a_client, "storage_read", {"path": "notes/shared.md"})
-        assert "changed since you last read it; last written by bob" in text
+        assert 'changed since you last read it; last written by "bob"' in text
         assert text.splitlines()[-1] == "     2\tbob was here"
 
 

@@ -4,6 +4,7 @@ read as LEASE HELD / LEASE LOST."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -33,11 +34,11 @@ async def test_a_session_through_mcp(team_daemon: Daemon) -> None:
         brief = await call_ok(client, "memory_brief", {})
         assert brief.startswith("# Brief for bob")
         started = await call_ok(client, "session_start", {"goal": "Add rate limiting"})
-        sid = started.split()[1]
+        sid = json.loads(started.split()[1])  # ids are JSON strings
         await call_ok(client, "session_checkpoint", {"note": "middleware added"})
         await call_ok(client, "task_create", {"id": "rate-limit", "title": "Add rate limits"})
         claimed = await call_ok(client, "task_claim", {"id": "rate-limit", "ttl": "1s"})
-        assert claimed.startswith("Claimed rate-limit")
+        assert claimed.startswith('Claimed "rate-limit"')
         with connect_as(0, daemon.socket, as_agent="dave") as dave:
             held = dave.call("task_show", store="team", task="rate-limit")
             assert held["lease"]["session"] == sid  # the server's session, no id carried
@@ -48,15 +49,15 @@ async def test_a_session_through_mcp(team_daemon: Daemon) -> None:
         held_text = await call_error(client, "task_claim", {"id": "rate-limit"})
         assert held_text.startswith("LEASE HELD")
         listing = await call_ok(client, "task_list", {"status": "claimed"})
-        assert "rate-limit [claimed by dave" in listing
+        assert '- "rate-limit" [claimed by "dave"' in listing and "> Add rate limits" in listing
         old = await call_ok(client, "decision_record", {
             "title": "Use a token bucket", "decision": "bucket", "reason": "bursts"})
-        old_id = old.split()[1]
+        old_id = json.loads(old.split()[1])
         await call_ok(client, "decision_record", {
             "title": "Use a sliding window", "decision": "window", "reason": "fairness",
             "supersedes": old_id})
         decisions = await call_ok(client, "decision_list", {"status": "all"})
-        assert f"{old_id} [superseded]" in decisions
+        assert f'"{old_id}" [superseded]' in decisions
         full = await call_ok(client, "decision_list", {"id": old_id})
         assert "superseded by" in full and "bursts" in full
         await call_ok(client, "session_handoff", {"summary": "limits half done",

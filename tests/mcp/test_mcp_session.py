@@ -110,14 +110,14 @@ async def test_full_session(daemon: Daemon, workdir: Path) -> None:
         # -- write, append, sed
         created = await call_ok(client, "storage_write",
                                 {"path": "notes/todo.md", "content": "- fix queue-a\n"})
-        assert "Created notes/todo.md" in created
+        assert 'Created "notes/todo.md"' in created
         appended = await call_ok(client, "storage_write",
                                  {"path": "notes/todo.md", "content": "- page bob\n",
                                   "append": True})
         assert "Appended" in appended
         edited = await call_ok(client, "storage_write",
                                {"path": "notes/todo.md", "sed": "s/queue-a/queue-b/"})
-        assert "Edited notes/todo.md" in edited
+        assert 'Edited "notes/todo.md"' in edited
         edited = await call_ok(client, "storage_write",
                                {"path": "notes/todo.md", "sed": ["/page bob/d", "1a\\- done"]})
         assert "Edited" in edited
@@ -155,7 +155,7 @@ async def test_full_session(daemon: Daemon, workdir: Path) -> None:
                               {"path": "notes/todo.md",
                                "content": "- fix queue-b\n- done\n- bob: restarted queue-b\n"
                                           "- alice: confirmed\n"})
-        assert "Wrote notes/todo.md" in retry
+        assert 'Wrote "notes/todo.md"' in retry
 
         # -- a file alice never read: writing it whole is a conflict; appending is fine
         never = await call_error(client, "storage_write",
@@ -172,7 +172,7 @@ async def test_full_session(daemon: Daemon, workdir: Path) -> None:
         local = workdir / "orders.csv"
         downloaded = await call_ok(client, "storage_download",
                                    {"path": "ops/orders.csv", "dest": str(local)})
-        assert f"to {local}" in downloaded and "storage_upload" in downloaded
+        assert f'to "{local}"' in downloaded and "storage_upload" in downloaded
         assert local.read_text() == csv
         assert local.stat().st_uid == UID_A
         local.write_text(csv + "3,30\n")
@@ -232,7 +232,7 @@ async def test_local_dir_confines_download_and_upload(daemon: Daemon, workdir: P
     async with mcp_session(daemon.socket, uid=UID_A,
                            extra=["--local-dir", str(workdir)]) as client:
         text = await call_ok(client, "storage_download", {"path": "notes/c.md", "dest": "c.md"})
-        assert f"to {workdir}/c.md" in text
+        assert f'to "{workdir}/c.md"' in text
         assert (workdir / "c.md").read_text() == "confined\n"
         await call_ok(client, "storage_download", {"path": "notes/c.md", "dest": "in/"})
         assert (workdir / "in" / "c.md").read_text() == "confined\n"

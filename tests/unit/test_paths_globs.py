@@ -37,6 +37,23 @@ def test_bad_paths(raw: str) -> None:
         parse_path(raw)
 
 
+@pytest.mark.parametrize(("char", "named"), [
+    ("\u2028", "U+2028 LINE SEPARATOR"), ("\u2029", "U+2029 PARAGRAPH SEPARATOR"),
+    ("\x85", "U+0085"), ("\u202e", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+    ("\u2066", "U+2066 LEFT-TO-RIGHT ISOLATE"), ("\u200b", "U+200B ZERO WIDTH SPACE"),
+    ("\ufeff", "U+FEFF"), ("\U000e0041", "U+E0041 TAG LATIN CAPITAL LETTER A"),
+    ("\ue000", "U+E000"), ("\u0378", "U+0378"), ("\xa0", "U+00A0 NO-BREAK SPACE"),
+    ("\t", "U+0009"), ("\udcff", "U+DCFF (not valid UTF-8)"),
+])
+def test_names_hold_printable_characters_only(char: str, named: str) -> None:
+    for raw in (f"notes/a{char}b.md", f"notes/d{char}/a.md", f"notes/{char}"):
+        with pytest.raises(InvalidInput, match=re.escape(named)):
+            parse_path(raw)
+    with pytest.raises(InvalidInput, match=re.escape(named)):
+        compile_glob(f"notes/*{char}*")
+    assert parse_path("notes/ok é 😀 ü.md").rel == "ok é 😀 ü.md"
+
+
 def test_store_only_when_allowed() -> None:
     assert parse_path("notes", allow_store_only=True) == MemPath("notes", ())
 

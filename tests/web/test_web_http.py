@@ -4,7 +4,10 @@ sign-in cookie and CSRF rules, access exactly as the token's agent, read-only pa
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -226,6 +229,27 @@ def test_bad_input_gets_a_clear_error_page(alice_web: httpx.Client) -> None:
         assert message and words in message.group(1), (url, message and message.group(1))
         assert "Nothing was changed" in response.text
     assert alice_web.get("/ui/").status_code == 200  # and the daemon serves on
+
+
+def test_names_with_bidirectional_overrides_are_not_shown(daemon: Daemon,
+                                                          alice_web: httpx.Client) -> None:
+    # planted by hand: "txt.<RLO>dm.exe" would read as "txt.exe.md" reversed
+    folder = Path(daemon.config["root"]) / "stores" / "notes" / "web"
+    names = ["txt.\u202edm.exe", "a\u2066b.md", "zero\u200bwidth.md"]
+    for name in names:
+        (folder / name).write_text("planted\n")
+        os.chown(folder / name, folder.stat().st_uid, folder.stat().st_gid)
+    try:
+        pages = [alice_web.get("/ui/stores/notes/?dir=web").text, alice_web.get("/ui/").text]
+        for page in pages:
+            assert not any(c in page for c in "\u202e\u2066\u200b"), "a planted name is shown"
+        for name in names:
+            response = alice_web.get(f"/ui/stores/notes/files/web/{quote(name)}")
+            assert response.status_code == 400, (name, response.status_code)
+            assert "printable characters only" in response.text
+    finally:
+        for name in names:
+            (folder / name).unlink()
 
 
 def test_a_folder_path_leads_to_the_folder(alice_web: httpx.Client) -> None:
