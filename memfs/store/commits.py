@@ -46,7 +46,7 @@ from memfs.store import backing, crashpoints
 from memfs.store.errors import InvalidInput, NoSpace, refused_when_full
 from memfs.store.generation import Generation
 from memfs.store.history import Change, HistoryError, HistoryFull, StoreHistory, message_for
-from memfs.store.paths import MemPath
+from memfs.store.paths import MemPath, nameable
 from memfs.store.planted import PlantedIndex
 from memfs.store.seen import SeenRecords
 from memfs.store.staging import Staged
@@ -523,10 +523,10 @@ class Store:
         assert self.history is not None
         if scope is None:
             listing = [(entry.rel, self._git_hint(entry.rel))
-                       for entry in backing.walk_files(self.fd) if _nameable(entry.rel)]
+                       for entry in backing.walk_files(self.fd) if nameable(entry.rel)]
             wanted = None
         else:
-            wanted = {rel for rel in scope if _nameable(rel)}
+            wanted = {rel for rel in scope if nameable(rel)}
             listing = [(rel, None) for rel in sorted(wanted)]
         try:
             changed = self.history.recover(listing, self._read, scope=wanted, why=why)
@@ -568,13 +568,4 @@ class Store:
 def _full(store: str) -> NoSpace:
     return NoSpace(f"the memory's disk is full (the history of {store} cannot be "
                    "written); nothing was changed")
-
-
-def _nameable(rel: str) -> bool:
-    """A name git and the protocol can carry (UTF-8, printable)."""
-    try:
-        rel.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return rel.isprintable()
 

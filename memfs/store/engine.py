@@ -44,7 +44,7 @@ from memfs.store.history import SINGLE_PATH_OPS, StoreHistory
 from memfs.store.history_ops import HistoryOps
 from memfs.store.looking import FileInfo, Looking
 from memfs.store.pages import Page, read_page
-from memfs.store.paths import MemPath
+from memfs.store.paths import MemPath, nameable
 from memfs.store.seen import SeenRecords
 from memfs.store.staging import Staged, Staging
 from memfs.store.versions import Version, appended_digest, version_of
@@ -369,7 +369,7 @@ class Engine(HistoryOps, Looking):
             for store in [limit] if limit else stores:
                 for entry in backing.walk_files(self._stores[store].fd):
                     name = f"{store}/{entry.rel}"
-                    if not name.isprintable() or _undecodable(name):
+                    if not nameable(name):
                         continue  # cannot be named in a request; the mount still shows it
                     if regex.match(name):
                         found.add(name)
@@ -607,17 +607,6 @@ class Engine(HistoryOps, Looking):
 
 
 # -- helpers -------------------------------------------------------------------------
-
-
-
-
-
-def _undecodable(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:  # a surrogate-escaped byte from a non-UTF-8 file name
-        return True
-    return False
 
 
 @backing.retry_stale

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from memfs.store import backing
 from memfs.store.errors import InvalidInput
-from memfs.store.paths import MemPath
+from memfs.store.paths import MemPath, nameable
 from memfs.store.versions import version_of
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class Looking(_Engine):
         PermissionDenied."""
         self.check_access(agent, store)
         return sorted((entry for entry in backing.walk_files(self._stores[store].fd)
-                       if _nameable(entry.rel)), key=lambda entry: entry.rel)
+                       if nameable(entry.rel)), key=lambda entry: entry.rel)
 
     def versions_of(self, agent: str, paths: list[MemPath]) -> dict[MemPath, FileInfo]:
         """The current version of each path that exists (missing ones, and anything
@@ -88,14 +88,3 @@ class Looking(_Engine):
             found[path] = FileInfo(path, version.digest, version.size, None,
                                    version.last_write.agent, version.last_write.at)
         return found
-
-
-def _nameable(rel: str) -> bool:
-    """Whether a path can be named in a request (printable, valid UTF-8)."""
-    if not rel.isprintable():
-        return False
-    try:
-        rel.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

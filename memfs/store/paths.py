@@ -44,6 +44,12 @@ class MemPath:
         return f"{self.store}/{self.rel}" if self.parts else self.store
 
 
+def nameable(rel: str) -> bool:
+    """Whether a name found on disk can be named in a request: printable throughout (a
+    byte that is not UTF-8 arrives as a surrogate, which is not)."""
+    return rel.isprintable()
+
+
 def unprintable(text: str) -> str | None:
     """The first character of ``text`` that a name may not hold, described
     (``U+2028 LINE SEPARATOR``), or None when it is printable throughout."""
