@@ -207,6 +207,23 @@ class Daemon:
             self.stop()
 
 
+@contextlib.contextmanager
+def killed_at(config: Mapping[str, Any], step: str) -> Iterator[Daemon]:
+    """A daemon that SIGKILLs itself at the crash point ``step`` (``NAME`` or
+    ``NAME@N``, see memfs/store/crashpoints.py), which the ``with`` body must make it
+    reach: asserts that it died there, and never leaves it running."""
+    from memfs.store.crashpoints import ENV
+
+    daemon = Daemon(config, env={ENV: step}).start()
+    try:
+        yield daemon
+        assert daemon.proc is not None
+        assert daemon.proc.wait(scaled(30)) == -signal.SIGKILL, f"not killed at {step}"
+    finally:
+        if daemon.alive():
+            daemon.kill()
+
+
 _EUID_LOCK = threading.Lock()
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -19,7 +18,6 @@ import pytest
 
 from control.client import MemfsClientError
 from memfs.store import versions
-from memfs.store.crashpoints import ENV
 from memfs.store.history import PACK_AFTER, StoreHistory
 from tests.history.conftest import history_config
 from tests.history.gitcheck import (
@@ -30,7 +28,7 @@ from tests.history.gitcheck import (
     trailers,
     tree_files,
 )
-from tests.support import UID_A, Daemon, connect_as, public_tmpdir
+from tests.support import UID_A, Daemon, connect_as, killed_at, public_tmpdir
 
 
 def started(config: dict[str, object]) -> Daemon:
@@ -221,11 +219,9 @@ def test_a_write_killed_at_any_step_keeps_its_author_in_history() -> None:
     for index, step in enumerate(WRITE_STEPS):
         with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
             alice.write("notes/step.md", f"before {index}\n", force=True)
-        crashing = Daemon(config, env={ENV: step})
-        crashing.start()
-        with connect_as(UID_A, crashing.socket) as alice, pytest.raises(MemfsClientError):
+        with killed_at(config, step) as crashing, connect_as(UID_A, crashing.socket) as alice, \
+                pytest.raises(MemfsClientError):
             alice.write("notes/step.md", f"after {index}\n", force=True)
-        assert crashing.proc is not None and crashing.proc.wait(30) == -signal.SIGKILL, step
         with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
             landed = target.read_text() == f"after {index}\n"
             assert landed == (index >= WRITE_STEPS.index("land.rename")), step
@@ -254,11 +250,9 @@ def test_an_append_killed_at_any_step_is_whole_or_none_with_its_author() -> None
         alice.write("notes/log.md", "start\n")
     expected = "start\n"
     for index, step in enumerate(APPEND_STEPS):
-        crashing = Daemon(config, env={ENV: step})
-        crashing.start()
-        with connect_as(UID_A, crashing.socket) as alice, pytest.raises(MemfsClientError):
+        with killed_at(config, step) as crashing, connect_as(UID_A, crashing.socket) as alice, \
+                pytest.raises(MemfsClientError):
             alice.write("notes/log.md", f"line {index}\n", append=True)
-        assert crashing.proc is not None and crashing.proc.wait(30) == -signal.SIGKILL, step
         with Daemon(config) as daemon:
             landed = index >= APPEND_STEPS.index("append.stamped")
             if landed:

@@ -5,17 +5,15 @@ before or both as after, the chain able to move on, and its history valid git.""
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import pytest
 
 from control.client import MemfsClientError
 from memfs.memory import records
-from memfs.store.crashpoints import ENV
 from tests.history.gitcheck import commits, git, store_files, tree_files
 from tests.memory.conftest import memory_config
-from tests.support import UID_A, Daemon, connect_as, public_tmpdir
+from tests.support import UID_A, Daemon, connect_as, killed_at, public_tmpdir
 
 # The steps of a supersede, in order: the two files staged, the history commit
 # prepared, the intent set, the two renames, the writer's records, main moved.
@@ -52,11 +50,9 @@ def test_a_supersede_killed_at_any_step_is_all_or_nothing(history: bool, order: 
         new = f"{old[:10]}-{records.slugify(new_title)}"
         assert (old < new) == (order == "old-first")
 
-        crashing = Daemon(config, env={ENV: step})
-        crashing.start()
-        with connect_as(UID_A, crashing.socket) as alice, pytest.raises(MemfsClientError):
+        with killed_at(config, step) as crashing, connect_as(UID_A, crashing.socket) as alice, \
+                pytest.raises(MemfsClientError):
             record(alice, new_title, supersedes=old)
-        assert crashing.proc is not None and crashing.proc.wait(30) == -signal.SIGKILL, step
 
         with daemon, connect_as(UID_A, daemon.socket) as alice:
             landed = decision_file(root, new).exists()
