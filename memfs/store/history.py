@@ -35,6 +35,7 @@ the store lock: packed objects are immutable, so writers go on).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import re
@@ -47,8 +48,10 @@ from pathlib import Path
 
 import pygit2
 
+from memfs.store import crashpoints, packs
 from memfs.store.errors import InvalidInput, MemfsError, NotFound
 from memfs.store.gitobjects import (
+    intact,
     on_shared_filesystem,
     temporary_name,
     write_ref,
@@ -60,6 +63,11 @@ log = logging.getLogger("memfs.history")
 REF = "refs/heads/main"
 COMMITTER = ("memfs", "memfs@memfs.invalid")
 PACK_AFTER = 4096  # loose objects written before `pack` packs them
+PACK_RETRY = 60.0  # seconds before packing is tried again after it failed
+STALE = 3600.0  # seconds after which a temporary file is a kill's leftover
+PACK_LOCK = "memfs-pack.lock"  # in the repository: one daemon packs it at a time
+MERGE_RECORD = "memfs-merging"  # the packs a merge is removing (packs.merge)
+_OBJECT_NAME = re.compile(r"[0-9a-f]{38}")
 _BLOB = pygit2.enums.FileMode.BLOB
 _TREE = pygit2.enums.FileMode.TREE
 
@@ -149,7 +157,11 @@ class StoreHistory:
         self.path = path
         self.store = store
         self._local = threading.local()
-        self._written = 0  # objects written since the last pack (approximate)
+        # Objects written since the last pack (approximate); the first maintenance
+        # packs what earlier daemons left loose, so the bound holds across restarts.
+        self._written = PACK_AFTER
+        self._retry_at = 0.0  # monotonic time before which packing is not tried again
+        self._generation = 0  # bumped when packs are removed (see _reader)
         self._dirty = False  # commits made since the last sync
         self._durable_file = path.with_suffix(".durable")
         # The writing Repository goes through a Python object database backend
@@ -191,10 +203,12 @@ class StoreHistory:
         self._repo = self._open()
 
     def _reader(self) -> pygit2.Repository:
-        repo: pygit2.Repository | None = getattr(self._local, "repo", None)
-        if repo is None:
-            repo = self._local.repo = pygit2.Repository(str(self.path))
-        return repo
+        """This thread's Repository object, opened again after packs were removed
+        (libgit2 keeps every pack one has used open and mapped while it lives)."""
+        held: tuple[int, pygit2.Repository] | None = getattr(self._local, "repo", None)
+        if held is None or held[0] != self._generation:
+            held = self._local.repo = (self._generation, pygit2.Repository(str(self.path)))
+        return held[1]
 
     # -- writing (under the store lock) ----------------------------------------------
 
@@ -247,6 +261,7 @@ class StoreHistory:
             committer = pygit2.Signature(*COMMITTER, at, 0)
             oid = self._repo.create_commit(None, signature, committer, message, tree,
                                            [head.id] if head else [])
+            crashpoints.reached("history.commit-written")
             write_ref(str(self.path), REF, str(oid), shared=self._sync)
         except (pygit2.GitError, OSError, KeyError) as error:
             raise HistoryError(f"cannot commit to the history of {self.store}: {error}") \
@@ -380,33 +395,87 @@ class StoreHistory:
         write_ref(str(self.path), REF, str(pygit2.Oid(hex=rev)), shared=self._sync)
 
     def needs_pack(self) -> bool:
-        return self._written >= PACK_AFTER
+        """True at start and after PACK_AFTER objects (a minute after a failure)."""
+        return self._written >= PACK_AFTER and time.monotonic() >= self._retry_at
 
     def pack(self) -> int:
-        """Pack the loose objects into new packs of at most PACK_AFTER objects each and
-        remove them; returns how many. Safe while commits go on: only objects in a
-        pack already written are removed, and a reader that misses a loose object
-        finds it in the pack. Memory stays that of one batch, however many objects
-        are loose (a store of 100,000 files planted by hand is 100,000 at start-up):
-        libgit2 holds a whole pack's objects while building it (one pack of 100,000
-        blobs took 27 MB, most of it kept by the allocator after)."""
+        """Pack the loose objects into new packs of at most PACK_AFTER objects each,
+        remove them, then merge packs so that there are few (memfs/store/packs.py);
+        returns how many loose objects were packed. Safe while commits go on: only
+        objects in a pack already written are removed, and a reader that misses an
+        object finds it in the new pack. Memory stays that of one batch, however many
+        objects are loose (a store of 100,000 files planted by hand is 100,000 at
+        start-up): libgit2 holds a whole pack's objects while building it (one pack of
+        100,000 blobs took 27 MB, most of it kept by the allocator after).
+
+        What kills left is removed on the way: a loose object that is not whole (older
+        versions wrote objects in place), a copy of an object already packed,
+        temporary files, the packs of a merge cut short. A failure is logged and
+        packing tried again later; another daemon packing meanwhile does it instead."""
+        try:
+            with _exclusive(self.path / PACK_LOCK) as mine:
+                if not mine:
+                    return 0
+                return self._pack()
+        except (pygit2.GitError, OSError, ValueError) as error:
+            log.warning("packing the history of %s failed (tried again in %.0f s): %s",
+                        self.store, PACK_RETRY, error)
+            self._written = PACK_AFTER
+            self._retry_at = time.monotonic() + PACK_RETRY
+            return 0
+
+    def _pack(self) -> int:
         self._written = 0
-        repo = pygit2.Repository(str(self.path))
         objects = self.path / "objects"
+        directory = objects / "pack"
+        stale = time.time() - STALE
+        if packs.finish(self.path / MERGE_RECORD, directory):
+            self._release_packs()
+        packed = self._pack_loose(objects, stale)
+        packs.tidy(directory, stale)
+        chosen = packs.rollup(packs.listed(directory))
+        if chosen:
+            packs.merge(chosen, self.path / MERGE_RECORD)
+            self._release_packs()
+        return packed
+
+    def _pack_loose(self, objects: Path, stale: float) -> int:
+        repo = pygit2.Repository(str(self.path))
+        packed = pygit2.Odb()
+        packed.add_backend(pygit2.OdbBackendPack(str(objects)), 1)
         batch: list[Path] = []
-        packed = 0
+        count = broken = 0
         for directory in _hex_dirs(objects):
             for name in os.listdir(directory):
-                batch.append(directory / name)
-                if len(batch) == PACK_AFTER:
-                    packed += _pack_batch(repo, objects, batch)
-                    batch = []
+                path = directory / name
+                if not _OBJECT_NAME.fullmatch(name):
+                    _remove_if_older(path, stale)  # a temporary file a kill left
+                elif pygit2.Oid(hex=directory.name + name) in packed:
+                    # Written again since it was packed, or a kill came between a
+                    # pack and the removal of its objects.
+                    _remove(path)
+                elif not intact(path):  # cut short (older versions wrote in place)
+                    broken += _remove(path)
+                else:
+                    batch.append(path)
+                    if len(batch) == PACK_AFTER:
+                        count += _pack_batch(repo, objects, batch)
+                        batch = []
         if batch:
-            packed += _pack_batch(repo, objects, batch)
+            count += _pack_batch(repo, objects, batch)
         for directory in _hex_dirs(objects):
             with contextlib.suppress(OSError):
                 directory.rmdir()  # only when empty
-        return packed
+        if broken:
+            log.warning("history of %s: removed %d loose object files a crash left "
+                        "incomplete", self.store, broken)
+        return count
+
+    def _release_packs(self) -> None:
+        """Reopen the Repository objects, which keep removed packs open (see _reader)."""
+        self._generation += 1
+        with self._writing:
+            self._repo = writer_repository(str(self.path), sync=self._sync)
 
     # -- reading (any thread) ------------------------------------------------------------
 
@@ -568,13 +637,42 @@ def _pack_batch(repo: pygit2.Repository, objects: Path, loose: list[Path]) -> in
     for path in loose:
         builder.add(pygit2.Oid(hex=path.parent.name + path.name))
     builder.write(str(objects / "pack"))
+    crashpoints.reached("history.packed")
     for path in loose:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        _remove(path)
     return len(loose)
+
+
+def _remove(path: Path) -> int:
+    """Remove ``path``; 1 if it was there, else 0."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return 0
+    return 1
+
+
+def _remove_if_older(path: Path, before: float) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        if path.stat().st_mtime < before:
+            path.unlink()
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[bool]:
+    """Whether this process holds the flock on ``path`` (taken without waiting)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def _hex_dirs(objects: Path) -> list[Path]:
     return [d for d in objects.iterdir()
             if len(d.name) == 2 and all(c in "0123456789abcdef" for c in d.name)]
-
