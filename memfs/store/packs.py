@@ -36,6 +36,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
+from io import BufferedRandom, BufferedReader
 from pathlib import Path
 
 from memfs.store import crashpoints
@@ -180,6 +181,7 @@ def _concatenate(packs: list[Pack], target: Path) -> tuple[bytes, list[int]]:
     (fsynced); returns its checksum and, for each pack, how far its entries moved."""
     digest = hashlib.sha1()
     shifts = []
+    buffer = memoryview(bytearray(CHUNK))
     with target.open("xb") as out:
         head = b"PACK" + (2).to_bytes(4, "big") + sum(p.count for p in packs).to_bytes(4, "big")
         out.write(head)
@@ -192,15 +194,11 @@ def _concatenate(packs: list[Pack], target: Path) -> tuple[bytes, list[int]]:
                         or int.from_bytes(header[8:], "big") != pack.count):
                     raise PackError(f"{pack.data}: not the pack its index describes")
                 shifts.append(position - 12)
-                left = os.fstat(source.fileno()).st_size - 12 - 20
-                while left > 0:
-                    chunk = source.read(min(CHUNK, left))
-                    if not chunk:
-                        raise PackError(f"{pack.data}: truncated")
+                size = os.fstat(source.fileno()).st_size - 12 - 20
+                for chunk in _chunks(source, size, buffer):
                     out.write(chunk)
                     digest.update(chunk)
-                    left -= len(chunk)
-                    position += len(chunk)
+                position += size
                 if source.read(20) != _pack_checksum(pack.index):
                     raise PackError(f"{pack.data}: its index is of another pack")
         checksum = digest.digest()
@@ -208,6 +206,17 @@ def _concatenate(packs: list[Pack], target: Path) -> tuple[bytes, list[int]]:
         out.flush()
         os.fsync(out.fileno())
     return checksum, shifts
+
+
+def _chunks(source: BufferedReader | BufferedRandom, size: int,
+            buffer: memoryview) -> Iterator[memoryview]:
+    """The next ``size`` bytes of ``source``, read into ``buffer`` a part at a time."""
+    while size > 0:
+        got = source.readinto(buffer[:min(len(buffer), size)])
+        if not got:
+            raise PackError(f"{source.name}: shorter than its index says")
+        size -= got
+        yield buffer[:got]
 
 
 def _pack_checksum(index: Path) -> bytes:
@@ -272,7 +281,7 @@ def _merge_indexes(packs: list[Pack], shifts: list[int], checksum: bytes,
         offsets.write(b"".join(n.to_bytes(8, "big") for n in large) + checksum)
     with target.open("r+b") as handle:  # the index's own checksum, over all of it
         digest = hashlib.sha1()
-        while chunk := handle.read(CHUNK):
+        for chunk in _chunks(handle, target.stat().st_size, memoryview(bytearray(CHUNK))):
             digest.update(chunk)
         handle.write(digest.digest())
         handle.flush()

@@ -96,10 +96,15 @@ def loose_files(root: Path, store: str) -> list[Path]:
 
 
 def pack_ids(root: Path, store: str) -> list[list[str]]:
-    """The object ids of each pack of the store's repository (git show-index)."""
+    """The object ids of each pack of the store's repository (git show-index); a pack
+    a running daemon removes meanwhile (merged) is left out."""
     found = []
     for index in sorted((repo_path(root, store) / "objects" / "pack").glob("*.idx")):
-        with index.open("rb") as handle:
+        try:
+            handle = index.open("rb")
+        except FileNotFoundError:
+            continue
+        with handle:
             listing = subprocess.run(["git", "show-index"], stdin=handle, capture_output=True,
                                      text=True, check=True).stdout
         found.append([line.split()[1] for line in listing.splitlines()])
