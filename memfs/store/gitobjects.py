@@ -93,7 +93,7 @@ class LooseWriter(pygit2.OdbBackend):
             _mkdir(directory)
             return self._unnamed(directory)
         except OSError as error:
-            if error.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            if error.errno not in (errno.EOPNOTSUPP, errno.EISDIR):  # EISDIR: Linux < 3.11
                 raise
             self._tmpfile = False
             return None

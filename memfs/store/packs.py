@@ -133,12 +133,10 @@ def finish(record: Path, directory: Path) -> bool:
     merged one is in place, else it never was and they stay. Then the record goes.
     Returns whether packs were removed."""
     try:
-        merged, *sources = record.read_text().split()
+        merged, *sources = record.read_text().split()  # written whole (_write_durably)
     except FileNotFoundError:
         return False
-    except ValueError:  # empty: cut short before it named anything
-        merged, sources = "", []
-    landed = bool(merged) and (directory / f"{merged}.idx").exists()
+    landed = (directory / f"{merged}.idx").exists()
     if landed:
         _fsync_directory(directory)  # the merged pack's names are durable first
         for stem in sources:

@@ -238,3 +238,35 @@ def test_packs_an_older_daemon_left_are_merged(small_packs: None,
     assert len(commits(root, "notes")) == 100  # nothing to recover: the files are main's
     assert tree_files(commits(root, "notes")[0]) == store_files(root, "notes")
     assert_valid_git(root, "notes")
+
+
+def test_packing_goes_on_after_an_object_it_cannot_read(
+        tmp_path: Path, small_packs: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loose objects are checked at the first packing (what earlier daemons left), not
+    each time after; one that cannot be read later (here: emptied behind the daemon's
+    back) fails that packing, and the next one checks every object, removes it and
+    packs the rest."""
+    monkeypatch.setattr(history_module, "PACK_RETRY", 0.0)
+    history = StoreHistory(repo_path(tmp_path, "notes"), "notes")
+    commit_many(history, 10)
+    history.pack()
+    commit_many(history, 10, seed=1)
+    victim = max(loose_files(tmp_path, "notes"), key=lambda path: path.stat().st_size)
+    victim.write_bytes(b"")
+    assert history.pack() == 0  # failed (logged), to be tried again
+    assert history.needs_pack()
+    assert history.pack() > 0
+    assert not loose_files(tmp_path, "notes")
+    git_ok = subprocess.run(["git", "--git-dir", str(history.path), "count-objects", "-v"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "count: 0" in git_ok
+
+
+def test_what_libgit2_keeps_of_the_history_is_bounded() -> None:
+    """The limits the README gives, as the daemon sets them when it loads the history
+    (libgit2's defaults: a 256 MiB object cache, 8 GiB of packs mapped, no limit on
+    open pack files): a soak's RSS then levels off (scripts/bench_soak.py)."""
+    option = pygit2.enums.Option
+    assert pygit2.option(option.GET_CACHED_MEMORY)[1] == 16 << 20
+    assert pygit2.option(option.GET_MWINDOW_MAPPED_LIMIT) == 64 << 20
+    assert pygit2.option(option.GET_MWINDOW_FILE_LIMIT) == 128
