@@ -16,6 +16,7 @@ import argparse
 import http.client
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -101,8 +102,8 @@ def writer(client: Client, index: int, until: float, counts: Counts, history: bo
                 if history and n % 50 == 0:
                     client.log("notes/soak", limit=20)
                     older = client.log(name, limit=3)
-                    if len(older) > 1:
-                        client.show(name, older[-1]["short"], limit=5)
+                    if len(older) > 1:  # its full id: a short one becomes ambiguous
+                        client.show(name, older[-1]["rev"], limit=5)
                     counts.add("history read")
             except Exception as error:  # counted and reported
                 counts.errors.append(f"writer {index}: {error}")
@@ -112,10 +113,10 @@ def http_reader(daemon: Daemon, token: str, until: float, counts: Counts) -> Non
     host, port = daemon.http_url.removeprefix("http://").rsplit(":", 1)
     headers = {"Authorization": f"Bearer {token}"}
     rng = random.Random(port)
-    conn = None
+    conn: http.client.HTTPConnection | None = None
     n = 0
     while time.monotonic() < until:
-        if n % 50 == 0:  # a new connection now and then, as clients come and go
+        if conn is None or n % 50 == 0:  # a new connection now and then, as clients do
             if conn is not None:
                 conn.close()
             conn = http.client.HTTPConnection(host, int(port), timeout=60)
@@ -130,7 +131,6 @@ def http_reader(daemon: Daemon, token: str, until: float, counts: Counts) -> Non
         except (OSError, http.client.HTTPException) as error:
             counts.errors.append(f"http: {error}")
             conn = None
-            n = 0
     if conn is not None:
         conn.close()
 
@@ -148,6 +148,13 @@ def sample(daemon: Daemon, root: Path, began: float, counts: Counts) -> dict[str
 
 def soak(minutes: float, interval: float, history: bool) -> int:
     base = public_tmpdir("memfs-bench-soak-")
+    try:
+        return run(base, minutes, interval, history)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def run(base: Path, minutes: float, interval: float, history: bool) -> int:
     config = standard_config(base)
     config["http"] = {"listen": "127.0.0.1:0"}
     root = Path(config["root"])
@@ -163,9 +170,9 @@ def soak(minutes: float, interval: float, history: bool) -> int:
         seconds = minutes * 60
         began = time.monotonic()
         until = began + seconds
-        print(f"soak: {minutes:g} min of {WRITERS} socket writers (writes, appends, history "
-              f"reads), {HTTP_READERS} HTTP readers, 1 mount reader; history "
-              f"{'on' if history else 'off'}")
+        print(f"soak: {minutes:g} min of {WRITERS} socket writers (writes, appends"
+              f"{', history reads' if history else ''}), {HTTP_READERS} HTTP readers, "
+              f"1 mount reader; history {'on' if history else 'off'}")
         # Connected here: connect_as switches the whole process's uid meanwhile.
         clients = [connect_as(UID_A, daemon.socket) for _ in range(WRITERS)]
         jobs: list[Callable[[], None]] = [
