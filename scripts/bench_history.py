@@ -4,11 +4,14 @@ run. Run as root: `scripts/bench` or `.venv/bin/python scripts/bench_history.py`
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 import threading
 import time
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -17,6 +20,7 @@ import pygit2
 from benchlib import commands_side_by_side, median_ms, timed
 
 from control.client import Client
+from memfs.store import gitobjects
 from memfs.store.history import Change, StoreHistory
 from tests.support import (
     UID_A,
@@ -60,6 +64,50 @@ def bench_commit_fsync(base: Path, n: int = 200) -> None:
     print(f"one history commit in-process: {results[False]:.3f} ms as memfs makes it; "
           f"{results[True]:.3f} ms with libgit2 fsyncing each object and the ref "
           f"({results[True] / results[False]:.1f}x); memfs syncs once a second instead")
+
+
+def _in_place(directory: str, name: str, body: bytes) -> None:
+    """How objects were written before: created under their name, then written (a kill
+    in between left an empty object file)."""
+    fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    os.write(fd, body)
+    os.close(fd)
+
+
+def _unnamed_then_linked(directory: str, name: str, body: bytes) -> None:
+    fd = os.open(directory, os.O_WRONLY | os.O_TMPFILE | os.O_CLOEXEC, 0o444)
+    os.write(fd, body)
+    gitobjects._link(fd, os.path.join(directory, name))
+    os.close(fd)
+
+
+def _renamed(directory: str, name: str, body: bytes) -> None:
+    gitobjects._replace(os.path.join(directory, name), body, sync=False)
+
+
+def bench_object_writes(base: Path, n: int = 3000) -> None:
+    """CPU per loose object of each way to write one (a commit of a file one folder
+    deep writes 4: blob, two trees, commit), interleaved in rounds."""
+    body = zlib.compress(b"blob 4096\0" + os.urandom(4096), 1)
+    ways: dict[str, Callable[[str, str, bytes], None]] = {
+        "created in place (before; a kill could leave it empty)": _in_place,
+        "O_TMPFILE + link (memfs)": _unnamed_then_linked,
+        "tmp_obj_ + rename (without O_TMPFILE: FUSE, GlusterFS)": _renamed}
+    cpu = dict.fromkeys(ways, 0.0)
+    for round_ in range(10):
+        for index, (label, way) in enumerate(ways.items()):
+            directory = base / "objects" / f"{round_}-{index}"
+            directory.mkdir(parents=True)
+            names = [secrets.token_hex(19) for _ in range(n // 10)]
+            start = time.process_time()
+            for name in names:
+                way(str(directory), name, body)
+            cpu[label] += time.process_time() - start
+    before = cpu["created in place (before; a kill could leave it empty)"] / n
+    print("writing a 4 KiB loose object, CPU per object (x4 per commit):")
+    for label, seconds in cpu.items():
+        per = seconds / n
+        print(f"  {label:56s} {per * 1e6:6.1f} us  ({(per - before) * 4e6:+6.1f} us a commit)")
 
 
 def make_edits(daemon: Daemon) -> None:
@@ -117,6 +165,7 @@ def main() -> None:
         with Daemon(config) as daemon:
             bench_replace(daemon)
             bench_commit_fsync(base)
+            bench_object_writes(base)
             make_edits(daemon)
             time.sleep(2)  # the daemon's maintenance: sync, pack
             bench_log(daemon)

@@ -199,6 +199,19 @@ class Daemon:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def run_until_killed(self, timeout: float = 120.0) -> None:
+        """Start the daemon and wait until it SIGKILLs itself at the crash point its
+        ``env`` names (memfs/store/crashpoints.py); it may die before it answers."""
+        with contextlib.suppress(RuntimeError):
+            self.start(timeout)
+        assert self.proc is not None
+        try:
+            code = self.proc.wait(scaled(timeout))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"never reached its crash point:\n{self.log()}") from None
+        assert code == -signal.SIGKILL, f"exited with {code}:\n{self.log()}"
+
     def __enter__(self) -> Daemon:
         return self.start()
 

@@ -146,13 +146,15 @@ class Engine(HistoryOps, Looking):
         return recorded
 
     def maintain(self) -> None:
-        """Make recent history commits durable, and pack loose objects when many
-        (the daemon calls it every second in a worker thread)."""
+        """Make recent history commits durable, pack loose objects when many, and
+        remove the packs a merge replaced once their grace is over (the daemon calls it
+        every second in a worker thread)."""
         for store in self._stores.values():
             if store.history is not None:
                 store.history.sync()
                 if store.history.needs_pack():
                     store.history.pack()
+                store.history.retire()
 
     # -- identity and access ----------------------------------------------------
 

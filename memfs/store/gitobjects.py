@@ -6,20 +6,24 @@ lists ``objects/pack`` on every miss) and touching existing copies: about 90 fil
 system calls per commit. On a local disk that is ~1 ms; on a network file system each
 call is a round trip (a commit took ~0.6 s on GlusterFS). `LooseWriter` is an object
 database backend that receives the object libgit2 has already hashed and serialised,
-and writes it in git's loose format under its final name in one create; whether an
-object exists is one ``stat``. Reads go to libgit2's own loose and pack backends.
+and writes it in git's loose format in four calls: an unnamed file (``O_TMPFILE``) is
+written, then linked under its final name, so a kill at any moment leaves nothing
+behind, and what git finds under an object's name is always whole. Where the file
+system has no ``O_TMPFILE`` (FUSE, e.g. GlusterFS) the file gets a temporary name,
+``tmp_obj_...`` (git's own prefix: fsck skips it, prune removes it, and so does
+`StoreHistory.pack`), and is renamed into place. Reads go to libgit2's own loose and
+pack backends.
 
-Why a final name at once is safe: an object is only ever looked up through a commit
-that names it, and ``main`` moves to a commit after all its objects are written. A
-crash can leave a truncated object file, unreachable from every durable head (see
-`StoreHistory.sync`); a later write of the same object reads what it finds and, unless
-it is exactly that object, replaces it atomically.
+A power loss can still leave a linked object whose data never reached the disk: a
+later write of the same object reads what it finds and, unless it is exactly that
+object, replaces it atomically; `StoreHistory.pack` removes the others.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import secrets
 import zlib
@@ -27,6 +31,7 @@ from pathlib import Path
 
 import pygit2
 
+from memfs.store import crashpoints
 from memfs.store.lru import LRU
 from memfs.store.shared_root import mount_of
 
@@ -46,6 +51,7 @@ class LooseWriter(pygit2.OdbBackend):
         self._objects = objects
         self._reader = reader
         self._sync = sync  # fsync each object (see writer_repository)
+        self._tmpfile = True  # until the file system refuses O_TMPFILE
         # The trees and commits written last: the next commit reads the head commit
         # and the trees along its paths, which are exactly these (saves reading them
         # back from disk, several file operations each).
@@ -61,32 +67,40 @@ class LooseWriter(pygit2.OdbBackend):
         path = self._path(oid)
         raw = TYPES[kind] + b" %d\0" % len(data) + data
         body = zlib.compress(raw, LEVEL)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
-        except FileNotFoundError:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(os.path.dirname(path), 0o755)
-            return self.write_cb(oid, data, kind)
-        except FileExistsError:
-            if _holds(path, raw):
-                return None  # written before (the same content is the same object)
-            _replace(path, body)  # a crash's truncated leftover: written again, atomically
+        fd = self._unnamed(os.path.dirname(path)) if self._tmpfile else None
+        if fd is None:
+            _replace(path, body, sync=self._sync)
             return None
         try:
+            crashpoints.reached("history.object-open")
             _write_all(fd, body)
             if self._sync:
                 os.fsync(fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(path)  # e.g. a full disk: no truncated object is left behind
-            raise
+            _link(fd, path)
+        except FileExistsError:
+            if not intact(Path(path)):  # a power loss's empty or partial leftover
+                _replace(path, body, sync=self._sync)
         finally:
             os.close(fd)
         return None
 
+    def _unnamed(self, directory: str) -> int | None:
+        """An unnamed file open for writing in ``directory`` (created if missing);
+        None, from then on, if the file system cannot make one."""
+        try:
+            return os.open(directory, os.O_WRONLY | os.O_TMPFILE | os.O_CLOEXEC, 0o444)
+        except FileNotFoundError:
+            _mkdir(directory)
+            return self._unnamed(directory)
+        except OSError as error:
+            if error.errno not in (errno.EOPNOTSUPP, errno.EISDIR):  # EISDIR: Linux < 3.11
+                raise
+            self._tmpfile = False
+            return None
+
     def exists_cb(self, oid: pygit2.Oid) -> bool:
-        # Never "yes": libgit2 skips writing an object that exists, and a file a crash
-        # cut short must be written again; write_cb checks what it finds instead.
+        # Never "yes": libgit2 skips writing an object that exists, and a file a power
+        # loss left empty must be written again; write_cb checks what it finds instead.
         return False
 
     def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
@@ -115,13 +129,17 @@ def _write_all(fd: int, body: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _holds(path: str, raw: bytes) -> bool:
-    """True if the loose object file at ``path`` holds exactly ``raw``."""
+def intact(path: Path) -> bool:
+    """True if the loose object file at ``path`` (``objects/ab/cdef...``) holds a whole
+    object, in git's format, whose id is its name."""
     try:
-        with open(path, "rb") as handle:
-            return zlib.decompress(handle.read()) == raw
+        raw = zlib.decompress(path.read_bytes())
     except (OSError, zlib.error):
         return False
+    header, nul, data = raw.partition(b"\0")
+    kind, _, size = header.partition(b" ")
+    return (bool(nul) and kind in TYPES.values() and size == b"%d" % len(data)
+            and hashlib.sha1(raw).hexdigest() == path.parent.name + path.name)
 
 
 def temporary_name(path: str) -> str:
@@ -130,18 +148,49 @@ def temporary_name(path: str) -> str:
     return f"{path}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
 
 
-def _replace(path: str, body: bytes) -> None:
-    temporary = temporary_name(path)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
+TEMPORARY_OBJECT = "tmp_obj_"  # git's prefix for an object not yet in place
+
+
+def _mkdir(directory: str) -> None:
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(directory, 0o755)
+
+
+def _link(fd: int, path: str) -> None:
+    """Give the unnamed file open as ``fd`` the name ``path`` (FileExistsError if it
+    is taken). The fan-out directory is made again if packing removed it meanwhile."""
+    # Linking /proc/self/fd/N needs AT_SYMLINK_FOLLOW (AT_EMPTY_PATH would need a
+    # capability); Python 3.11 passes it only when a dir_fd is given, and the path
+    # being absolute, the descriptor given is not used.
+    try:
+        os.link(f"/proc/self/fd/{fd}", path, dst_dir_fd=fd, follow_symlinks=True)
+    except FileNotFoundError:
+        _mkdir(os.path.dirname(path))
+        os.link(f"/proc/self/fd/{fd}", path, dst_dir_fd=fd, follow_symlinks=True)
+
+
+def _replace(path: str, body: bytes, *, sync: bool) -> None:
+    """Write ``body`` as the loose object file ``path``: under a temporary name, then
+    renamed over it."""
+    directory = os.path.dirname(path)
+    temporary = os.path.join(directory, TEMPORARY_OBJECT + secrets.token_hex(8))
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+    except FileNotFoundError:
+        _mkdir(directory)
+        return _replace(path, body, sync=sync)
     try:
         _write_all(fd, body)
+        if sync:
+            os.fsync(fd)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(temporary)
+            os.unlink(temporary)  # e.g. a full disk: no partial temporary is left
         raise
     finally:
         os.close(fd)
     os.replace(temporary, path)
+    return None
 
 
 def writer_repository(path: str, *, sync: bool = False) -> pygit2.Repository:

@@ -20,22 +20,28 @@ unreadable repository is rebuilt from the files.
 Durability. Objects and the ref are written without fsync (one fsync per object
 would cost more than the change itself); `sync` (the daemon calls it every second
 after commits) makes them durable with one ``syncfs`` and then notes the head as
-durable. A kill of the daemon loses nothing (the kernel has the writes); after a power
-loss, commits of the last second may be gone or damaged: the repository falls back to
-the durable head and `recover` records what differs as one ``recover:`` commit.
+durable. A kill of the daemon loses nothing (the kernel has the writes) and leaves no
+partial object (each is linked under its name once written); after a power loss,
+commits of the last second may be gone or damaged: the repository falls back to the
+durable head and `recover` records what differs as one ``recover:`` commit.
 
-Objects are written by memfs/store/gitobjects.py (one create per object) and the ref is
-rewritten in place on a local disk: a few file operations per commit. On a shared file
-system each object and the ref are fsynced and the ref replaced by a rename, so that
-the next commit, possibly on another host, builds on this one. Loose objects are
-packed by `pack` (the daemon calls it from time to time in a worker thread, outside
-the store lock: packed objects are immutable, so writers go on).
+Objects are written by memfs/store/gitobjects.py (an unnamed file linked into place)
+and the ref is rewritten in place on a local disk: a few file operations per commit.
+On a shared file system each object and the ref are fsynced and the ref replaced by a
+rename, so that the next commit, possibly on another host, builds on this one.
+
+Loose objects are packed by `pack`, which the daemon calls in a worker thread, outside
+the store lock (packed objects are immutable, so writers go on), at its first
+maintenance and then every PACK_AFTER objects; it also removes what crashes left, and
+merges packs so that there are at most about log2(objects / PACK_AFTER) + 1 of them
+(memfs/store/packs.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import logging
 import os
 import re
@@ -48,8 +54,10 @@ from pathlib import Path
 
 import pygit2
 
+from memfs.store import crashpoints, packs
 from memfs.store.errors import InvalidInput, MemfsError, NoSpace, NotFound
 from memfs.store.gitobjects import (
+    intact,
     on_shared_filesystem,
     temporary_name,
     write_ref,
@@ -61,6 +69,12 @@ log = logging.getLogger("memfs.history")
 REF = "refs/heads/main"
 COMMITTER = ("memfs", "memfs@memfs.invalid")
 PACK_AFTER = 4096  # loose objects written before `pack` packs them
+PACK_RETRY = 60.0  # seconds before packing is tried again after it failed
+STALE = 3600.0  # seconds after which a temporary file is a kill's leftover
+PACK_LOCK = "memfs-pack.lock"  # in the repository: one daemon packs it at a time
+MERGE_RECORD = "memfs-merging"  # the packs a merge is removing (packs.merge)
+MERGE_GRACE = 10.0  # seconds the packs a merge replaced stay for readers that knew them
+_OBJECT_NAME = re.compile(r"[0-9a-f]{38}")
 _BLOB = pygit2.enums.FileMode.BLOB
 _TREE = pygit2.enums.FileMode.TREE
 
@@ -68,6 +82,15 @@ _TREE = pygit2.enums.FileMode.TREE
 # exist: we wrote them or read them), and re-hashing on every read.
 pygit2.option(pygit2.enums.Option.ENABLE_STRICT_OBJECT_CREATION, False)
 pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, False)
+# What libgit2 keeps, for all Repository objects of the process together (each reader
+# thread has one): its object cache (commits and trees read; 256 MiB by default), the
+# parts of packs it maps (by default windows of 1 GiB, up to 8 GiB in all) and the pack
+# files it keeps open (no limit by default). A soak of 3 minutes grew by 270 MB with
+# the defaults; with these, it levels off within 2 minutes (scripts/bench_soak.py).
+pygit2.option(pygit2.enums.Option.SET_CACHE_MAX_SIZE, 16 << 20)
+pygit2.option(pygit2.enums.Option.SET_MWINDOW_SIZE, 8 << 20)
+pygit2.option(pygit2.enums.Option.SET_MWINDOW_MAPPED_LIMIT, 64 << 20)
+pygit2.option(pygit2.enums.Option.SET_MWINDOW_FILE_LIMIT, 128)
 
 
 class HistoryError(MemfsError):
@@ -154,7 +177,16 @@ class StoreHistory:
         self.path = path
         self.store = store
         self._local = threading.local()
-        self._written = 0  # objects written since the last pack (approximate)
+        # Objects written since the last pack (approximate); the first maintenance
+        # packs what earlier daemons left loose, so the bound holds across restarts.
+        self._written = PACK_AFTER
+        self._retry_at = 0.0  # monotonic time before which packing is not tried again
+        # Whether the next packing reads every loose object to check it is whole: at
+        # start (what earlier daemons left) and after a failure. This daemon's own
+        # objects are whole once named (gitobjects.py), so not each time after.
+        self._check_loose = True
+        self._generation = 0  # bumped when packs are removed (see _reader)
+        self._first_pack = True  # no packing since start
         self._dirty = False  # commits made since the last sync
         self._durable_file = path.with_suffix(".durable")
         # The writing Repository goes through a Python object database backend
@@ -196,10 +228,12 @@ class StoreHistory:
         self._repo = self._open()
 
     def _reader(self) -> pygit2.Repository:
-        repo: pygit2.Repository | None = getattr(self._local, "repo", None)
-        if repo is None:
-            repo = self._local.repo = pygit2.Repository(str(self.path))
-        return repo
+        """This thread's Repository object, opened again after packs were removed
+        (libgit2 keeps every pack one has used open and mapped while it lives)."""
+        held: tuple[int, pygit2.Repository] | None = getattr(self._local, "repo", None)
+        if held is None or held[0] != self._generation:
+            held = self._local.repo = (self._generation, pygit2.Repository(str(self.path)))
+        return held[1]
 
     # -- writing (under the store lock) ----------------------------------------------
 
@@ -274,6 +308,7 @@ class StoreHistory:
             committer = pygit2.Signature(*COMMITTER, at, 0)
             oid = self._repo.create_commit(None, signature, committer, message, tree,
                                            [head.id] if head else [])
+            crashpoints.reached("history.commit-written")
         except (pygit2.GitError, OSError, KeyError) as error:
             raise _write_error(self.store, error) from error
         self._written += 1
@@ -412,33 +447,103 @@ class StoreHistory:
         write_ref(str(self.path), REF, str(pygit2.Oid(hex=rev)), shared=self._sync)
 
     def needs_pack(self) -> bool:
-        return self._written >= PACK_AFTER
+        """True at start and after PACK_AFTER objects (a minute after a failure)."""
+        return self._written >= PACK_AFTER and time.monotonic() >= self._retry_at
 
     def pack(self) -> int:
-        """Pack the loose objects into new packs of at most PACK_AFTER objects each and
-        remove them; returns how many. Safe while commits go on: only objects in a
-        pack already written are removed, and a reader that misses a loose object
-        finds it in the pack. Memory stays that of one batch, however many objects
-        are loose (a store of 100,000 files planted by hand is 100,000 at start-up):
-        libgit2 holds a whole pack's objects while building it (one pack of 100,000
-        blobs took 27 MB, most of it kept by the allocator after)."""
+        """Pack the loose objects into new packs of at most PACK_AFTER objects each,
+        remove them, then merge packs so that there are few (memfs/store/packs.py);
+        returns how many loose objects were packed. Safe while commits go on: only
+        objects in a pack already written are removed, and a reader that misses an
+        object finds it in the new pack. Memory stays that of one batch, however many
+        objects are loose (a store of 100,000 files planted by hand is 100,000 at
+        start-up): libgit2 holds a whole pack's objects while building it (one pack of
+        100,000 blobs took 27 MB, most of it kept by the allocator after).
+
+        What kills left is removed on the way: a loose object that is not whole (older
+        versions wrote objects in place), a copy of an object already packed,
+        temporary files, the packs of a merge cut short. A failure is logged and
+        packing tried again later; another daemon packing meanwhile does it instead."""
+        try:
+            with _exclusive(self.path / PACK_LOCK) as mine:
+                if not mine:
+                    return 0
+                return self._pack()
+        except (pygit2.GitError, OSError, ValueError) as error:
+            log.warning("packing the history of %s failed (tried again in %.0f s): %s",
+                        self.store, PACK_RETRY, error)
+            self._written = PACK_AFTER
+            self._retry_at = time.monotonic() + PACK_RETRY
+            self._check_loose = True
+            return 0
+
+    def _pack(self) -> int:
         self._written = 0
-        repo = pygit2.Repository(str(self.path))
         objects = self.path / "objects"
+        directory = objects / "pack"
+        stale = time.time() - STALE
+        record = self.path / MERGE_RECORD
+        if packs.finish(record, directory, grace=0.0 if self._first_pack else MERGE_GRACE):
+            self._release_packs()
+        self._first_pack = False
+        packed = self._pack_loose(objects, stale)
+        packs.tidy(directory, stale)
+        chosen = [] if record.exists() else packs.rollup(packs.listed(directory))
+        if chosen:
+            packs.merge(chosen, record)
+            self._release_packs()
+        return packed
+
+    def retire(self) -> None:
+        """Remove the packs a merge replaced once readers had MERGE_GRACE seconds to
+        let go of them (packs.finish); one stat when there are none. (At the first
+        packing after start they go at once: nobody read them meanwhile.)"""
+        record = self.path / MERGE_RECORD
+        if self._first_pack or not record.exists():
+            return
+        with _exclusive(self.path / PACK_LOCK) as mine:
+            if mine and packs.finish(record, self.path / "objects" / "pack",
+                                     grace=MERGE_GRACE):
+                self._release_packs()
+
+    def _pack_loose(self, objects: Path, stale: float) -> int:
+        repo = pygit2.Repository(str(self.path))
+        packed = pygit2.Odb()
+        packed.add_backend(pygit2.OdbBackendPack(str(objects)), 1)
         batch: list[Path] = []
-        packed = 0
+        count = broken = 0
         for directory in _hex_dirs(objects):
             for name in os.listdir(directory):
-                batch.append(directory / name)
-                if len(batch) == PACK_AFTER:
-                    packed += _pack_batch(repo, objects, batch)
-                    batch = []
+                path = directory / name
+                if not _OBJECT_NAME.fullmatch(name):
+                    _remove_if_older(path, stale)  # a temporary file a kill left
+                elif pygit2.Oid(hex=directory.name + name) in packed:
+                    # Written again since it was packed, or a kill came between a
+                    # pack and the removal of its objects.
+                    _remove(path)
+                elif self._check_loose and not intact(path):  # cut short by a kill
+                    broken += _remove(path)
+                else:
+                    batch.append(path)
+                    if len(batch) == PACK_AFTER:
+                        count += _pack_batch(repo, objects, batch)
+                        batch = []
         if batch:
-            packed += _pack_batch(repo, objects, batch)
+            count += _pack_batch(repo, objects, batch)
         for directory in _hex_dirs(objects):
             with contextlib.suppress(OSError):
                 directory.rmdir()  # only when empty
-        return packed
+        if broken:
+            log.warning("history of %s: removed %d loose object files a crash left "
+                        "incomplete", self.store, broken)
+        self._check_loose = False
+        return count
+
+    def _release_packs(self) -> None:
+        """Reopen the Repository objects, which keep removed packs open (see _reader)."""
+        self._generation += 1
+        with self._writing:
+            self._repo = writer_repository(str(self.path), sync=self._sync)
 
     # -- reading (any thread) ------------------------------------------------------------
 
@@ -608,13 +713,42 @@ def _pack_batch(repo: pygit2.Repository, objects: Path, loose: list[Path]) -> in
     for path in loose:
         builder.add(pygit2.Oid(hex=path.parent.name + path.name))
     builder.write(str(objects / "pack"))
+    crashpoints.reached("history.packed")
     for path in loose:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        _remove(path)
     return len(loose)
+
+
+def _remove(path: Path) -> int:
+    """Remove ``path``; 1 if it was there, else 0."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return 0
+    return 1
+
+
+def _remove_if_older(path: Path, before: float) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        if path.stat().st_mtime < before:
+            path.unlink()
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[bool]:
+    """Whether this process holds the flock on ``path`` (taken without waiting)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def _hex_dirs(objects: Path) -> list[Path]:
     return [d for d in objects.iterdir()
             if len(d.name) == 2 and all(c in "0123456789abcdef" for c in d.name)]
-

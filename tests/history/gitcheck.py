@@ -75,3 +75,37 @@ def git(root: Path, store: str, *args: str) -> str:
     done = subprocess.run(["git", "--git-dir", str(repo_path(root, store)), *args],
                           capture_output=True, text=True, check=True)
     return done.stdout
+
+
+def assert_valid_git(root: Path, store: str) -> None:
+    """`git fsck --strict` is clean and `git gc` works on the store's repository
+    (invariant 9); a failure shows what git said."""
+    for args in (["fsck", "--strict"], ["gc", "--quiet"]):
+        done = subprocess.run(["git", "--git-dir", str(repo_path(root, store)), *args],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}{done.stdout}"
+
+
+def loose_files(root: Path, store: str) -> list[Path]:
+    """Every file in the fan-out directories (objects/ab/...): loose objects, and
+    whatever else a writer left there."""
+    objects = repo_path(root, store) / "objects"
+    return [path for directory in objects.iterdir()
+            if len(directory.name) == 2 and directory.is_dir()
+            for path in directory.iterdir()]
+
+
+def pack_ids(root: Path, store: str) -> list[list[str]]:
+    """The object ids of each pack of the store's repository (git show-index); a pack
+    a running daemon removes meanwhile (merged) is left out."""
+    found = []
+    for index in sorted((repo_path(root, store) / "objects" / "pack").glob("*.idx")):
+        try:
+            handle = index.open("rb")
+        except FileNotFoundError:
+            continue
+        with handle:
+            listing = subprocess.run(["git", "show-index"], stdin=handle, capture_output=True,
+                                     text=True, check=True).stdout
+        found.append([line.split()[1] for line in listing.splitlines()])
+    return found
