@@ -15,8 +15,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from jail import mounts
-from jail.spare_child import Ready, confined_ahead
+from jail.spare_child import Ready
 from jail.spares import Spare, Spares, read_all
 from jail.wire import MAX_FDS, MAX_MESSAGE
 
@@ -30,7 +29,6 @@ class _Job:
     deadline: float
     tool: str
     ended: str | None = None  # "timeout" or "cancelled" once we killed it
-    namespace: int | None = None  # the child's mount namespace, held (see start)
 
 
 class Launcher:
@@ -98,13 +96,9 @@ class Launcher:
         try:
             message = json.loads(data)
             ready = self.tools[message["tool"]]
-            if len(fds) != 4 + len(message["stores"]):
+            stores = len(message["stores"])
+            if len(fds) != 4 + (stores + 1 if stores else 0):
                 raise ValueError("wrong number of file descriptors")
-            # The spare lives in its own mount namespace already: it gets read-only
-            # clones of the store directories, made here (see jail.mounts).
-            for i in range(4, len(fds)):
-                fds[i], store = mounts.clone_read_only(fds[i]), fds[i]
-                os.close(store)
         except (OSError, ValueError, KeyError, TypeError) as error:
             self.reply_now(fds, {"status": "failed", "error": f"bad request: {error}"})
             return True
@@ -147,14 +141,6 @@ class Launcher:
         self.jobs[job.pidfd] = job
         self.selector.register(job.pidfd, selectors.EVENT_READ, job)
         self.selector.register(reply, selectors.EVENT_READ, job)
-        if not confined_ahead(self.tools[tool]):
-            # Hold the child's private mount namespace (the stores mounted in it): else
-            # the tool's exit unmounts them, on the call's path, before its parent is
-            # told; here they go when the call is cleaned up, after the reply. (While
-            # the spare is attaching the stores: in parallel. If it has not entered its
-            # own namespace yet, this is ours, and holding it changes nothing.)
-            with contextlib.suppress(OSError):
-                job.namespace = os.open(f"/proc/{job.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
 
     def on_reply_socket(self, job: _Job) -> None:
         """The client shut its side down: it wants the tool stopped."""
@@ -193,5 +179,3 @@ class Launcher:
         os.close(job.pidfd)
         os.close(job.status_read)
         job.reply.close()
-        if job.namespace is not None:
-            os.close(job.namespace)
