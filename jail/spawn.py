@@ -37,16 +37,23 @@ def spawn_launcher(
     identity: dict[str, Any] = {}
     if os.geteuid() == 0:
         identity = {"user": settings.uid, "group": settings.gid, "extra_groups": []}
+    uid = identity.get("user", os.geteuid())
+    cannot = (f"as uid {uid}: it must be able to run {sys.executable} and read the jail "
+              f"package in {package_parent}")
     with theirs:
-        process = subprocess.Popen(
-            [sys.executable, "-c", _LAUNCHER_MAIN, str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
-            env={"PYTHONPATH": package_parent, "PATH": os.defpath},
-            stdin=subprocess.DEVNULL,
-            cwd="/",
-            start_new_session=True,  # terminal signals are not for the launcher
-            **identity,
-        )
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-c", _LAUNCHER_MAIN, str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                env={"PYTHONPATH": package_parent, "PATH": os.defpath},
+                stdin=subprocess.DEVNULL,
+                cwd="/",
+                start_new_session=True,  # terminal signals are not for the launcher
+                **identity,
+            )
+        except OSError as error:
+            control.close()
+            raise JailUnavailable(f"cannot start the jail launcher {cannot}: {error}") from error
     files: list[int] = []
     try:
         hello = {
@@ -62,7 +69,9 @@ def spawn_launcher(
         answer = json.loads(control.recv(65536) or b"{}")
         control.settimeout(None)
         if not answer.get("ok"):
-            raise JailUnavailable(f"jail launcher: {answer.get('error', 'no answer')}")
+            raise JailUnavailable(
+                f"jail launcher: {answer.get('error', f'no answer (it runs {cannot})')}"
+            )
     except BaseException as error:
         control.close()
         try:

@@ -1,4 +1,5 @@
-"""Fixtures of the jail tests: a real sed root, real stores, a real jail (root needed)."""
+"""Fixtures of the jail tests: a real sed root, real stores, a real jail (started as root:
+it runs as the jail's own user, `JailSettings.uid`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ SECRET = "TOP-SECRET-IN-B"  # the same text is spelled out in test_store_isolati
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if os.geteuid() != 0:
-        skip = pytest.mark.skip(reason="jail tests need root (chroot, setuid)")
+        skip = pytest.mark.skip(reason="jail tests need root (they start the jail as root, "
+                                       "which runs it as its own user, and chown fixtures)")
         for item in items:
             if "tests/jail/" in str(item.fspath):
                 item.add_marker(skip)
