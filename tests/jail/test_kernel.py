@@ -752,7 +752,7 @@ SAME_UID_ROWS: dict[str, tuple[Callable[[Daemon], None], int]] = {
 
 
 @pytest.fixture(scope="module")
-def tool_policies(jail: Jail, daemon: Daemon) -> dict[str, Policy]:
+def tool_policies(jail: Jail, daemon: Daemon) -> Iterator[dict[str, Policy]]:
     """The real policies of rg (store A mounted on a work folder, as in a call) and sed."""
     from jail.spawn import base_tools
     from tests.support import public_tmpdir
@@ -762,7 +762,9 @@ def tool_policies(jail: Jail, daemon: Daemon) -> dict[str, Policy]:
     stores_dir = os.open(daemon.stores, os.O_PATH | os.O_DIRECTORY)
     work = str(public_tmpdir("memfs-same-uid-work-"))
     rg = tools["rg"].policy.replace(cwd=work, stores=(("A", "A", store),), stores_dir=stores_dir)
-    return {"rg": rg, "sed": tools["sed"].policy}
+    yield {"rg": rg, "sed": tools["sed"].policy}
+    os.close(store)
+    os.close(stores_dir)
 
 
 def _as_tool(policy: Policy, action: Callable[[], None], *, scopes: bool = True) -> int:
