@@ -29,6 +29,7 @@ class _Job:
     deadline: float
     tool: str
     ended: str | None = None  # "timeout" or "cancelled" once we killed it
+    namespace: int | None = None  # the tool's mount namespace, held (see on_exec)
 
 
 class Launcher:
@@ -68,6 +69,8 @@ class Launcher:
                         continue  # reaped earlier in this same batch of events
                     elif key.fileobj is job.reply:
                         self.on_reply_socket(job)
+                    elif key.fileobj == job.status_read:
+                        self.on_exec(job)
                     else:
                         self.on_exit(job)
                 now = time.monotonic()
@@ -141,6 +144,18 @@ class Launcher:
         self.jobs[job.pidfd] = job
         self.selector.register(job.pidfd, selectors.EVENT_READ, job)
         self.selector.register(reply, selectors.EVENT_READ, job)
+        self.selector.register(job.status_read, selectors.EVENT_READ, job)
+
+    def on_exec(self, job: _Job) -> None:
+        """The child's status pipe is readable: it closed at exec (or the child wrote
+        why it failed, left for on_exit to read). Hold the tool's mount namespace (the
+        stores or the sed root mounted in it): else the tool's exit unmounts them, on
+        the call's path, before its parent is told; here they go when the call is
+        cleaned up, after the reply. Only now can it be opened: before its exec, the
+        child is not dumpable, as the launcher is not."""
+        self.selector.unregister(job.status_read)
+        with contextlib.suppress(OSError):  # gone already, or it failed before exec
+            job.namespace = os.open(f"/proc/{job.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
 
     def on_reply_socket(self, job: _Job) -> None:
         """The client shut its side down: it wants the tool stopped."""
@@ -172,10 +187,12 @@ class Launcher:
         self.spares.replenish(job.tool)  # after the reply: off the path of this call and the next
 
     def cleanup(self, job: _Job) -> None:
-        for fileobj in (job.pidfd, job.reply):
+        for fileobj in (job.pidfd, job.reply, job.status_read):
             with contextlib.suppress(KeyError, ValueError):
                 self.selector.unregister(fileobj)
         del self.jobs[job.pidfd]
         os.close(job.pidfd)
         os.close(job.status_read)
         job.reply.close()
+        if job.namespace is not None:
+            os.close(job.namespace)

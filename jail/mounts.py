@@ -23,6 +23,7 @@ holds no capability.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 
@@ -182,6 +183,27 @@ def show_stores(where: str, stores: tuple[tuple[str, str, int], ...]) -> None:
     finally:
         for _, tree in trees:
             os.close(tree)
+
+
+def rehearse() -> None:
+    """Make each system call of :func:`enter` and :func:`show_stores` once, on arguments
+    the kernel refuses (a bad fd, a missing path), to no effect. For a forked child
+    that will make them on its call's path (rg's spare, see ``jail.spare_child``): the
+    first run of a code path in a fork writes to shared pages (reference counts), each
+    write copying a page; this moves those copies off the call's path."""
+    missing = b"/nonexistent/memfs-rehearsal"
+    for attempt in (
+        lambda: userns.join(-1),
+        lambda: _check(_libc.unshare(0), "unshare"),  # no flag: changes nothing
+        lambda: _check(_libc.mount(None, missing, None, 0, None), "mount"),
+        lambda: os.open(missing, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC),
+        lambda: os.fstat(-1),
+        lambda: _clone(-1, "", _READ_ONLY, "rehearsal"),
+        lambda: _attach(-1, missing, "rehearsal"),
+        lambda: os.mkdir(missing),
+    ):
+        with contextlib.suppress(OSError):
+            attempt()
 
 
 def enter_root() -> None:

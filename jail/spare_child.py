@@ -19,7 +19,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from jail import privileges
+from jail import mounts, privileges
 from jail.policy import Policy, Prepared, apply, confine, set_limits, start_ruleset
 from jail.seccomp import load as load_seccomp
 from jail.wire import EXEC_FAILED, MAX_FDS, MAX_MESSAGE, Tool
@@ -70,9 +70,12 @@ def _plan(
 
 
 def _warm_up(ready: Ready, name: str, work_dir: str) -> None:
-    """Plan a dummy call: the first run of a code path in a forked child writes to many
-    shared pages (reference counts), each write copying a page; done here, while
-    waiting, rather than on the call's path (it halves the planning time)."""
+    """Plan a dummy call (and rehearse the mount calls of rg's): the first run of a code
+    path in a forked child writes to many shared pages (reference counts), each write
+    copying a page; done here, while waiting, rather than on the call's path (it halves
+    the planning time)."""
+    if not confined_ahead(ready):
+        mounts.rehearse()
     stores = [] if confined_ahead(ready) else ["warm-up"]
     request = json.dumps({"tool": name, "argv": ["x"], "stores": stores, "paths": stores})
     _plan(ready, name, work_dir, request.encode(), [0, 1, 2] + [0] * (len(stores) * 2))
