@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jail import Jail, JailLimit, JailSettings
+from jail import Jail, JailError, JailLimit, JailSettings
 from tests.support import scaled
 
 
@@ -276,3 +277,32 @@ def test_no_process_of_the_jail_is_privileged(jail: Jail) -> None:
         assert status["CapPrm"] == "0000000000000000", pid
         assert status["NoNewPrivs"] == "1", pid
         assert os.stat(f"/proc/{pid}/environ").st_uid == 0, pid
+
+
+def test_a_running_tool_holds_nothing(
+    make_settings: Callable[..., JailSettings], big_store: dict[str, Path]
+) -> None:
+    """rg while it runs (a pattern that takes it seconds): the jail's uid, no capability
+    (rg's children keep the bounding set the jail's namespace gives them: it cannot give
+    anything back, see jail.launcher), no_new_privs, the seccomp filter loaded."""
+    huge = ["--regex-size-limit", "1G", "--dfa-size-limit", "1G", r"(\w|aa|.){500}{500}"]
+    with Jail.start(make_settings(timeout_seconds=scaled(3))) as jail, \
+            ThreadPoolExecutor(max_workers=1) as pool:
+        running = pool.submit(jail.search, big_store, huge)
+        launcher = jail.launcher_pid
+        status: dict[str, str] = {}
+        deadline = time.monotonic() + scaled(3)
+        while not status and time.monotonic() < deadline:
+            for child in Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split():
+                with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                    if os.readlink(f"/proc/{child}/exe") == str(jail.settings.rg_path.resolve()):
+                        status = _status(child)
+            time.sleep(0.01)
+        assert status, "rg was never seen running"
+        with pytest.raises(JailError):  # stopped at the time limit, or its regex too big
+            running.result()
+    assert status["Uid"].split() == [str(jail.settings.uid)] * 4
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert int(status[cap], 16) == 0, cap
+    assert status["NoNewPrivs"] == "1"
+    assert status["Seccomp"] == "2"
