@@ -61,7 +61,8 @@ def drop(capabilities: range | None = None) -> None:
 
     A tool child holds every capability inside the jail's user namespace once it has
     joined it (``jail.userns``), and so may shrink its bounding set; a process that
-    holds none (the launcher) passes ``range(0)``. The uid and gid stay what they are,
+    holds none (the launcher), or a child whose call waits for it (rg's, see
+    ``jail.launcher``), passes ``range(0)``. The uid and gid stay what they are,
     and must not be root's (ValueError: the jail never runs as root). Raises OSError
     if any step fails, and checks the result.
     """
