@@ -65,18 +65,15 @@ class Jail:
     def start(cls, settings: JailSettings) -> Jail:
         """Check the kernel and the tools, start the launcher and try both tools once.
 
-        Raises JailUnavailable with the reason when Landlock or seccomp is missing, the
-        process is not root, rg is missing, or the sed root is missing or unsafe (it is
-        not built here: run ``scripts/build-sed-jail SED_ROOT`` first).
+        Needs no privilege: started by root, the jail runs as ``settings.uid``; by any
+        other uid, as that uid (see ``jail.spawn``). Raises JailUnavailable with the
+        reason when Landlock (with its scopes, ABI 6) or seccomp is missing, unprivileged
+        user namespaces are not available, rg is missing, or the sed root is missing or
+        unsafe (it is not built here: run ``scripts/build-sed-jail SED_ROOT`` first).
         """
-        if os.geteuid() != 0:
-            raise JailUnavailable("the jail needs root (chroot, setuid) to start")
         abi = landlock.abi_version()
-        if abi < 1:
-            raise JailUnavailable(
-                "Landlock is not available on this kernel (needs Linux >= 5.13 with "
-                "landlock in the lsm= list); refusing to run rg and sed unconfined"
-            )
+        if abi < landlock.SCOPES_ABI:
+            raise JailUnavailable(landlock.too_old(abi))
         if not _seccomp_available():
             raise JailUnavailable("seccomp filters are not available on this kernel")
         tools = base_tools(settings)
@@ -282,9 +279,15 @@ class Jail:
         mine = [stdin_w, stdout_r, stderr_r]
         theirs = [reply_theirs.detach(), stdin_r, stdout_w, stderr_w]
         try:
+            paths: list[str] = []
             for name in names:
-                theirs.append(_open_store(name, stores[name]))
-            request = json.dumps({"tool": tool, "argv": argv, "stores": list(names)}).encode()
+                theirs.append(_open_directory(f"store {name!r}", stores[name]))
+            if names:  # before the stores, as the spare expects (see jail.wire)
+                common, paths = _beneath_one([stores[name] for name in names])
+                theirs.insert(4, _open_directory("the stores' common directory", Path(common)))
+            request = json.dumps(
+                {"tool": tool, "argv": argv, "stores": list(names), "paths": paths}
+            ).encode()
             self._send(request, theirs)
         except BaseException:
             for fd in mine:
@@ -325,9 +328,18 @@ def _seccomp_available() -> bool:
     return int(libc.prctl(pr_get_seccomp, 0, 0, 0, 0)) >= 0
 
 
-def _open_store(name: str, path: Path) -> int:
-    """Open a store directory as an O_PATH handle, refusing a symlinked store root."""
+def _beneath_one(paths: Sequence[Path]) -> tuple[str, list[str]]:
+    """The deepest directory every one of ``paths`` is beneath (or is), and each path
+    relative to it (symlinks above each path resolved): the jail looks the stores up
+    from there, inside its own mount namespace (see ``jail.mounts``)."""
+    resolved = [os.path.join(os.path.realpath(path.parent), path.name) for path in paths]
+    common = os.path.commonpath(resolved)
+    return common, [os.path.relpath(path, common) for path in resolved]
+
+
+def _open_directory(what: str, path: Path) -> int:
+    """Open a directory as an O_PATH handle, refusing a symlink (a symlinked store root)."""
     try:
         return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as error:
-        raise JailError(f"cannot open store {name!r} at {path}: {error.strerror}") from error
+        raise JailError(f"cannot open {what} at {path}: {error.strerror}") from error

@@ -55,9 +55,10 @@ def needs(binary: Path) -> Needs:
 def check_sed_root(root: Path, sed_source: Path = Path("/usr/bin/sed")) -> Needs:
     """Make sure ``root`` is a sed jail as built by ``scripts/build-sed-jail``: sed, its
     loader and libraries and the C.UTF-8 locale present, and everything (the root, its
-    contents and its ancestors) owned by root and writable by nobody else, with no
-    symlink, device, fifo, socket, setuid or setgid file. Returns what sed needs
-    (paths inside the root); raises JailUnavailable otherwise."""
+    contents and its ancestors) owned by root or by this process's uid (which built it:
+    the daemon's) and writable by no one else, with no symlink, device, fifo, socket,
+    setuid or setgid file. Returns what sed needs (paths inside the root); raises
+    JailUnavailable otherwise."""
     hint = f"(re)build it with `scripts/build-sed-jail {root} {sed_source}`"
     if not root.is_dir():
         raise JailUnavailable(f"sed root {root} does not exist: {hint}")
@@ -90,10 +91,12 @@ def _inside(root: Path, path: str) -> str:
 
 def _check_owner(path: Path, allow_sticky: bool, hint: str) -> os.stat_result:
     info = os.lstat(path)
-    if info.st_uid != 0:
-        raise JailUnavailable(f"sed root: {path} is not owned by root; {hint}")
+    owners = {0, os.geteuid()}
+    if info.st_uid not in owners:
+        mine = "" if os.geteuid() == 0 else f" or uid {os.geteuid()}"
+        raise JailUnavailable(f"sed root: {path} is not owned by root{mine}; {hint}")
     writable = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
     sticky_dir = stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
     if writable and not (allow_sticky and sticky_dir) and not stat.S_ISLNK(info.st_mode):
-        raise JailUnavailable(f"sed root: {path} is writable by others than root; {hint}")
+        raise JailUnavailable(f"sed root: {path} is writable by others than its owner; {hint}")
     return info

@@ -46,6 +46,10 @@ NET_CONNECT_TCP = 1 << 1  # ABI 4
 SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 SCOPE_SIGNAL = 1 << 1  # ABI 6
 
+# The jail needs the scopes: its tools run under the uid of the daemon and the
+# launcher, which they must neither signal nor reach through an abstract socket.
+SCOPES_ABI = 6
+
 # Rights that make sense on a regular file (the kernel refuses directory rights there).
 _FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
 
@@ -101,7 +105,17 @@ def handled_net(abi: int) -> int:
 
 def scopes(abi: int) -> int:
     """Abstract unix sockets and signals outside the sandbox are off limits."""
-    return SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    return SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= SCOPES_ABI else 0
+
+
+def too_old(abi: int) -> str:
+    """Why the jail refuses to start on a kernel whose Landlock ABI is ``abi``."""
+    found = "no Landlock at all (not built in, or not in the lsm= boot list)" if abi < 1 \
+        else f"Landlock ABI {abi}"
+    return (f"the jail needs Landlock ABI {SCOPES_ABI} (Linux >= 6.12), which keeps a jailed "
+            "tool from signalling the processes of its own uid (the daemon, the launcher) "
+            f"or connecting to their abstract unix sockets; this kernel has {found}: "
+            "refusing to run rg and sed without it")
 
 
 def create_ruleset(
@@ -178,9 +192,8 @@ def store_rights(abi: int) -> int:
     Granting it beneath the store lets the walk stop at the store root: on a search
     over thousands of files this is a visible share of rg's time. It grants nothing in
     practice: the tool sees the stores through read-only mounts (truncate fails with
-    EROFS before Landlock is asked), seccomp refuses truncate(2), ftruncate(2) and any
-    open for writing or with O_TRUNC, and the files belong to root, not to the tool's
-    uid.
+    EROFS before Landlock is asked), and seccomp refuses truncate(2), ftruncate(2) and
+    any open for writing or with O_TRUNC.
     """
     return FS_READ_FILE | FS_READ_DIR | (FS_TRUNCATE if abi >= 3 else 0)
 

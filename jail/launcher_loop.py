@@ -15,8 +15,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from jail import mounts
-from jail.spare_child import Ready, confined_ahead
+from jail.spare_child import Ready
 from jail.spares import Spare, Spares, read_all
 from jail.wire import MAX_FDS, MAX_MESSAGE
 
@@ -30,7 +29,7 @@ class _Job:
     deadline: float
     tool: str
     ended: str | None = None  # "timeout" or "cancelled" once we killed it
-    namespace: int | None = None  # the child's mount namespace, held (see start)
+    namespace: int | None = None  # the tool's mount namespace, held (see on_exec)
 
 
 class Launcher:
@@ -70,6 +69,8 @@ class Launcher:
                         continue  # reaped earlier in this same batch of events
                     elif key.fileobj is job.reply:
                         self.on_reply_socket(job)
+                    elif key.fileobj == job.status_read:
+                        self.on_exec(job)
                     else:
                         self.on_exit(job)
                 now = time.monotonic()
@@ -98,13 +99,9 @@ class Launcher:
         try:
             message = json.loads(data)
             ready = self.tools[message["tool"]]
-            if len(fds) != 4 + len(message["stores"]):
+            stores = len(message["stores"])
+            if len(fds) != 4 + (stores + 1 if stores else 0):
                 raise ValueError("wrong number of file descriptors")
-            # The spare lives in its own mount namespace already: it gets read-only
-            # clones of the store directories, made here (see jail.mounts).
-            for i in range(4, len(fds)):
-                fds[i], store = mounts.clone_read_only(fds[i]), fds[i]
-                os.close(store)
         except (OSError, ValueError, KeyError, TypeError) as error:
             self.reply_now(fds, {"status": "failed", "error": f"bad request: {error}"})
             return True
@@ -147,14 +144,18 @@ class Launcher:
         self.jobs[job.pidfd] = job
         self.selector.register(job.pidfd, selectors.EVENT_READ, job)
         self.selector.register(reply, selectors.EVENT_READ, job)
-        if not confined_ahead(self.tools[tool]):
-            # Hold the child's private mount namespace (the stores mounted in it): else
-            # the tool's exit unmounts them, on the call's path, before its parent is
-            # told; here they go when the call is cleaned up, after the reply. (While
-            # the spare is attaching the stores: in parallel. If it has not entered its
-            # own namespace yet, this is ours, and holding it changes nothing.)
-            with contextlib.suppress(OSError):
-                job.namespace = os.open(f"/proc/{job.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        self.selector.register(job.status_read, selectors.EVENT_READ, job)
+
+    def on_exec(self, job: _Job) -> None:
+        """The child's status pipe is readable: it closed at exec (or the child wrote
+        why it failed, left for on_exit to read). Hold the tool's mount namespace (the
+        stores or the sed root mounted in it): else the tool's exit unmounts them, on
+        the call's path, before its parent is told; here they go when the call is
+        cleaned up, after the reply. Only now can it be opened: before its exec, the
+        child is not dumpable, as the launcher is not."""
+        self.selector.unregister(job.status_read)
+        with contextlib.suppress(OSError):  # gone already, or it failed before exec
+            job.namespace = os.open(f"/proc/{job.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
 
     def on_reply_socket(self, job: _Job) -> None:
         """The client shut its side down: it wants the tool stopped."""
@@ -186,7 +187,7 @@ class Launcher:
         self.spares.replenish(job.tool)  # after the reply: off the path of this call and the next
 
     def cleanup(self, job: _Job) -> None:
-        for fileobj in (job.pidfd, job.reply):
+        for fileobj in (job.pidfd, job.reply, job.status_read):
             with contextlib.suppress(KeyError, ValueError):
                 self.selector.unregister(fileobj)
         del self.jobs[job.pidfd]

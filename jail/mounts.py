@@ -1,26 +1,33 @@
-"""Showing the stores to rg: read-only bind mounts in a private mount namespace.
+"""The private views of the jail: the stores shown to rg, the read-only root of sed.
 
-In the forked child, still root, :func:`show_stores` clones each store directory (an
-fd opened by the daemon) as a detached mount with ``open_tree(OPEN_TREE_CLONE)``, makes
-the clone read-only, nosuid, nodev and noexec, enters a new mount namespace whose
-mounts are all private (nothing propagates back to the host), mounts a small tmpfs on
-the launcher's work directory and attaches each clone there under the store's name.
-rg then runs in that directory and prints ``STORE/PATH``. Everything vanishes with
-the process: nothing is ever left on disk, even if the launcher is killed.
+Both are made by a tool child in a mount namespace of its own, owned by the jail's
+user namespace (``jail.userns``): no privilege is needed, and nothing propagates back
+to the host; everything vanishes with the process, even if the launcher is killed.
 
-Compared with the former folder of ``NAME -> /proc/self/fd/N`` symlinks, path lookups
-no longer go through a magic link on every file open (rg resolves each matched path
-again, to canonicalize it), which made searches up to twice as slow.
+:func:`enter` makes that namespace with a directory of the host as the working
+directory: the kernel then moves the working directory to the new namespace's copy of
+its mount, and this is the one way in from the daemon's fds (a bind mount or
+``open_tree`` of an fd opened in the host's namespace is refused in another one). For
+rg, :func:`show_stores` then mounts a small tmpfs on the launcher's work directory,
+looks each store up beneath the working directory (the stores' common directory),
+checks that it is the very directory the daemon opened (same device and inode: no
+path swapped in between can show another one), and attaches a read-only, nosuid,
+nodev, noexec clone of it there under the store's name. rg runs in that directory
+and prints ``STORE/PATH``. For sed, :func:`enter_root` makes a read-only clone of
+the sed root (entered the same way) the process's root.
 
-Landlock rules attach to inodes, so the rules on the store fds cover the clones too.
-The tool itself can never mount or unshare: seccomp refuses both and it holds no
-capability.
+Landlock rules attach to inodes, so the rules on the daemon's store fds cover the
+clones too. The tool itself can never mount or unshare: seccomp refuses both and it
+holds no capability.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+
+from jail import userns
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -72,6 +79,7 @@ class _MountAttr(ctypes.Structure):
 _READ_ONLY = _MountAttr(
     _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV | _MOUNT_ATTR_NOEXEC, 0, 0, 0
 )
+_READ_ONLY_ROOT = _MountAttr(_MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV, 0, 0, 0)
 
 
 def check_name(name: str) -> None:
@@ -87,18 +95,15 @@ def _check(result: int, what: str) -> int:
     return result
 
 
-def clone_read_only(fd: int) -> int:
-    """A detached, read-only (nosuid, nodev, noexec) clone of the mount at ``fd``, a
-    directory: an O_PATH fd of the same directory, to :func:`attach`. Must be called
-    in the mount namespace ``fd`` belongs to (the kernel refuses other ones)."""
+def _clone(directory: int, path: str, attributes: _MountAttr, what: str) -> int:
+    """A detached clone of the mount at ``path`` (relative to ``directory``, or the
+    directory itself for ""), with ``attributes`` set: an fd for :func:`_attach`."""
+    flags = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | (0 if path else _AT_EMPTY_PATH)
     tree = _check(
         _libc.syscall(
-            _SYS_OPEN_TREE,
-            ctypes.c_int(fd),
-            b"",
-            ctypes.c_uint(_OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | _AT_EMPTY_PATH),
+            _SYS_OPEN_TREE, ctypes.c_int(directory), os.fsencode(path), ctypes.c_uint(flags)
         ),
-        "open_tree",
+        f"open_tree({what})",
     )
     try:
         _check(
@@ -107,10 +112,10 @@ def clone_read_only(fd: int) -> int:
                 ctypes.c_int(tree),
                 b"",
                 ctypes.c_uint(_AT_EMPTY_PATH),
-                ctypes.byref(_READ_ONLY),
-                ctypes.c_size_t(ctypes.sizeof(_READ_ONLY)),
+                ctypes.byref(attributes),
+                ctypes.c_size_t(ctypes.sizeof(attributes)),
             ),
-            "mount_setattr",
+            f"mount_setattr({what})",
         )
     except BaseException:
         os.close(tree)
@@ -118,51 +123,97 @@ def clone_read_only(fd: int) -> int:
     return tree
 
 
-def enter_namespace(where: str) -> None:
-    """Enter a new mount namespace whose mounts are all private (nothing propagates to
-    or from the host) and mount a fresh, empty tmpfs on ``where`` (0711, root's)."""
+def _attach(tree: int, point: bytes, what: str) -> None:
+    _check(
+        _libc.syscall(
+            _SYS_MOVE_MOUNT,
+            ctypes.c_int(tree),
+            b"",
+            ctypes.c_int(_AT_FDCWD),
+            ctypes.c_char_p(point),
+            ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH),
+        ),
+        f"move_mount({what})",
+    )
+
+
+def enter(directory: int, namespace: int) -> None:
+    """Join the jail's user namespace ``namespace`` and enter a new mount namespace
+    whose mounts are all private, with ``directory`` (an open fd, O_PATH is fine, which
+    this uid may search) as the working directory, moved to the new namespace's copy
+    of its mount (see the module's docstring)."""
+    try:
+        os.fchdir(directory)
+    except OSError as error:
+        raise OSError(error.errno, f"cannot enter {os.readlink(f'/proc/self/fd/{directory}')}: "
+                      f"{error.strerror} (uid {os.getuid()}, the jail's, must be able to "
+                      "search it)") from None
+    userns.join(namespace)
     _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _check(_libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
-    target = os.fsencode(where)
-    _check(_libc.mount(b"memfs-jail", target, b"tmpfs", _LOCKED_DOWN, _TMPFS_OPTIONS), "tmpfs")
 
 
-def attach(where: str, trees: tuple[tuple[str, int], ...]) -> None:
-    """Attach each detached mount ``(name, tree fd)`` at ``where/name`` (``where`` as
-    made by :func:`enter_namespace`), then make ``where`` read-only."""
-    target = os.fsencode(where)
-    for name, tree in trees:
-        check_name(name)
-        point = os.path.join(target, os.fsencode(name))
-        os.mkdir(point, 0o555)
-        _check(
-            _libc.syscall(
-                _SYS_MOVE_MOUNT,
-                ctypes.c_int(tree),
-                b"",
-                ctypes.c_int(_AT_FDCWD),
-                ctypes.c_char_p(point),
-                ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH),
-            ),
-            f"move_mount({name})",
-        )
-    remount = _MS_REMOUNT | _MS_RDONLY | _LOCKED_DOWN
-    _check(_libc.mount(None, target, None, remount, None), "remount tmpfs read-only")
-
-
-def show_stores(where: str, stores: tuple[tuple[str, int], ...]) -> None:
-    """Enter a private mount namespace in which ``where`` is a fresh read-only tmpfs
-    holding each store directory (``(name, fd)``) bind-mounted read-only at
-    ``where/name``. Needs root (CAP_SYS_ADMIN); raises OSError or ValueError."""
-    for name, _ in stores:
+def show_stores(where: str, stores: tuple[tuple[str, str, int], ...]) -> None:
+    """After :func:`enter`: mount a fresh tmpfs on ``where`` (0711, this uid's) holding,
+    for each store ``(name, path, fd)``, a read-only clone of ``path`` (beneath the
+    working directory; it must be the directory ``fd``) at ``where/name``, then make
+    ``where`` read-only. Raises OSError or ValueError (a store that is not ``fd``)."""
+    for name, _path, _fd in stores:
         check_name(name)
     trees: list[tuple[str, int]] = []
     try:
-        # Cloned before unshare: a mount of another namespace cannot be cloned.
-        for name, fd in stores:
-            trees.append((name, clone_read_only(fd)))
-        enter_namespace(where)
-        attach(where, tuple(trees))
+        for name, path, fd in stores:
+            found = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                mine, theirs = os.fstat(found), os.fstat(fd)
+                if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+                    raise ValueError(f"store {name!r}: {path!r} is not the directory opened")
+                trees.append((name, _clone(found, "", _READ_ONLY, name)))
+            finally:
+                os.close(found)
+        target = os.fsencode(where)
+        _check(_libc.mount(b"memfs-jail", target, b"tmpfs", _LOCKED_DOWN, _TMPFS_OPTIONS),
+               "tmpfs")
+        for name, tree in trees:
+            point = os.path.join(target, os.fsencode(name))
+            os.mkdir(point, 0o555)
+            _attach(tree, point, name)
+        remount = _MS_REMOUNT | _MS_RDONLY | _LOCKED_DOWN
+        _check(_libc.mount(None, target, None, remount, None), "remount tmpfs read-only")
     finally:
         for _, tree in trees:
             os.close(tree)
+
+
+def rehearse() -> None:
+    """Make each system call of :func:`enter` and :func:`show_stores` once, on arguments
+    the kernel refuses (a bad fd, a missing path), to no effect. For a forked child
+    that will make them on its call's path (rg's spare, see ``jail.spare_child``): the
+    first run of a code path in a fork writes to shared pages (reference counts), each
+    write copying a page; this moves those copies off the call's path."""
+    missing = b"/nonexistent/memfs-rehearsal"
+    for attempt in (
+        lambda: userns.join(-1),
+        lambda: _check(_libc.unshare(0), "unshare"),  # no flag: changes nothing
+        lambda: _check(_libc.mount(None, missing, None, 0, None), "mount"),
+        lambda: os.open(missing, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC),
+        lambda: os.fstat(-1),
+        lambda: _clone(-1, "", _READ_ONLY, "rehearsal"),
+        lambda: _attach(-1, missing, "rehearsal"),
+        lambda: os.mkdir(missing),
+    ):
+        with contextlib.suppress(OSError):
+            attempt()
+
+
+def enter_root() -> None:
+    """After :func:`enter`: make a read-only, nosuid, nodev clone of the working
+    directory (exec allowed: the tool runs from it) this process's root, and enter it."""
+    tree = _clone(_AT_FDCWD, ".", _READ_ONLY_ROOT, "root")
+    try:
+        _attach(tree, b".", "root")
+        os.fchdir(tree)
+    finally:
+        os.close(tree)
+    os.chroot(".")
+    os.chdir("/")

@@ -2,13 +2,17 @@
 
 A :class:`Policy` says declaratively what a jailed tool may do; :func:`apply` enforces
 it on the calling process, default-deny, just before the tool is executed. It is
-called in a freshly forked, single-threaded child running as root.
+called in a freshly forked, single-threaded child of an unprivileged process (the
+launcher: never root, no capability): the private views come from the jail's user
+namespace (``jail.userns``), the tool runs under the launcher's own uid.
 
-Everything that does not depend on the call (the compiled seccomp program, the
-Landlock rule paths opened once, the list of capabilities to drop) can be computed
+Everything that does not depend on the call (the compiled seccomp program, the files
+the policy names, opened once, the list of capabilities to drop) can be computed
 ahead by :func:`prepare`, once per tool in the launcher, so that the forked child only
-makes system calls. The policy types are plain dataclasses, not pydantic models: the
-launcher process must stay small, since the cost of each ``fork`` grows with it.
+makes system calls. The files are opened by the daemon (:func:`open_paths`), which
+may reach paths the launcher's uid may not, and handed over. The policy types are
+plain dataclasses, not pydantic models: the launcher process must stay small, since
+the cost of each ``fork`` grows with it.
 """
 
 from __future__ import annotations
@@ -16,13 +20,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import resource
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jail import landlock, mounts, privileges, seccomp
-
-NOBODY = 65534
+from jail import landlock, mounts, privileges, seccomp, userns
 
 
 def _require(ok: bool, message: str) -> None:
@@ -40,7 +42,8 @@ class Limits:
     address_space_bytes: int = 2 << 30
     # Largest file the tool may write: 0, it has no business writing files.
     file_size_bytes: int = 0
-    # Processes + threads of the jail uid (all calls share it); rg needs a few threads.
+    # Processes + threads of the jail's uid (all calls share it, and every other process
+    # of that uid counts too: the daemon's, when it runs as that uid); rg needs a few.
     nproc: int = 256
     # Open file descriptors (rg keeps one per thread plus directory handles).
     nofile: int = 1024
@@ -57,19 +60,20 @@ class Limits:
 class Policy:
     """What one jailed process may do; everything not listed here is denied."""
 
-    # Unprivileged identity the process ends as; never 0.
-    uid: int = NOBODY
-    gid: int = NOBODY
-    # Directory to chroot into before dropping root (sed), or None (rg).
+    # Directory to chroot into (sed): a read-only clone of it becomes the root, in a
+    # private mount namespace; or None (rg).
     chroot: str | None = None
-    # Working directory entered (after the chroot or the store mounts, before dropping
-    # root), or None.
+    # Working directory entered (after the chroot or the store mounts), or None.
     cwd: str | None = None
-    # Directories shown to the tool (rg's stores), as (name, open directory fd): in a
-    # private mount namespace, a fresh tmpfs is mounted on ``cwd`` and each directory is
-    # bind-mounted there as ``cwd/name``, read-only, nosuid, nodev, noexec. Landlock
-    # grants reads beneath each of them (see ``landlock.create_ruleset``). Needs cwd.
-    stores: tuple[tuple[str, int], ...] = ()
+    # Directories shown to the tool (rg's stores), as (name, path, fd): in a private
+    # mount namespace, a fresh tmpfs is mounted on ``cwd`` and each directory, looked
+    # up as ``path`` beneath ``stores_dir`` and checked to be the directory ``fd`` (an
+    # open directory fd, O_PATH is fine), is bind-mounted there as ``cwd/name``,
+    # read-only, nosuid, nodev, noexec. Landlock grants reads beneath each fd (see
+    # ``landlock.create_ruleset``). Needs cwd and stores_dir.
+    stores: tuple[tuple[str, str, int], ...] = ()
+    # An open directory fd every store is beneath (or is), which the uid may search.
+    stores_dir: int | None = None
     # Other already-open directory fds (O_PATH is fine) the tool may read beneath
     # (Landlock READ_FILE | READ_DIR).
     read_fds: tuple[int, ...] = ()
@@ -87,11 +91,12 @@ class Policy:
     die_with_parent: bool = False
 
     def __post_init__(self) -> None:
-        _require(self.uid >= 1 and self.gid >= 1, "uid and gid must be >= 1 (never root)")
         _require(self.timeout_seconds > 0, "timeout_seconds must be > 0")
         _require(not self.stores or self.cwd is not None, "stores need a cwd to be mounted on")
+        _require(not self.stores or self.stores_dir is not None,
+                 "stores need a stores_dir to be looked up from")
         _require(not (self.stores and self.chroot), "stores cannot be mounted in a chroot")
-        for name, _fd in self.stores:
+        for name, _path, _fd in self.stores:
             mounts.check_name(name)
 
     def replace(self, **changes: Any) -> Policy:
@@ -107,8 +112,66 @@ class Policy:
         values["limits"] = Limits(**values.get("limits", {}))
         for key in ("read_fds", "read_paths", "exec_paths"):
             values[key] = tuple(values.get(key, ()))
-        values["stores"] = tuple((str(n), int(fd)) for n, fd in values.get("stores", ()))
+        values["stores"] = tuple(
+            (str(n), str(path), int(fd)) for n, path, fd in values.get("stores", ())
+        )
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """The files a policy names, opened (O_PATH, close-on-exec) by :func:`open_paths`."""
+
+    # The chroot directory, or None.
+    root: int | None
+    # (fd, Landlock rights) for read_paths then exec_paths.
+    rules: tuple[tuple[int, int], ...]
+
+    def fds(self) -> list[int]:
+        """Every fd, in the order :meth:`from_fds` takes them."""
+        return ([] if self.root is None else [self.root]) + [fd for fd, _ in self.rules]
+
+    @staticmethod
+    def count(policy: Policy) -> int:
+        """How many fds :func:`open_paths` opens for ``policy``."""
+        return (policy.chroot is not None) + len(policy.read_paths) + len(policy.exec_paths)
+
+    @classmethod
+    def from_fds(cls, policy: Policy, fds: Sequence[int]) -> Opened:
+        """The inverse of :meth:`fds` for ``policy`` (the fds received from the daemon)."""
+        rights = _rule_rights(policy)
+        if len(fds) != cls.count(policy):
+            raise ValueError("wrong number of file descriptors for the policy")
+        root = fds[0] if policy.chroot is not None else None
+        rules = fds[1:] if policy.chroot is not None else fds
+        return cls(root, tuple(zip(rules, rights, strict=True)))
+
+    def close(self) -> None:
+        for fd in self.fds():
+            os.close(fd)
+
+
+def _rule_rights(policy: Policy) -> list[int]:
+    read = landlock.FS_READ_FILE | landlock.FS_READ_DIR
+    execute = landlock.FS_READ_FILE | landlock.FS_EXECUTE
+    return [read] * len(policy.read_paths) + [execute] * len(policy.exec_paths)
+
+
+def open_paths(policy: Policy) -> Opened:
+    """Open the chroot directory and the rule paths (inside the chroot, if any: its
+    tree is checked to hold no symlink) as O_PATH fds, close-on-exec. Raises OSError."""
+    opened: list[int] = []
+    try:
+        if policy.chroot is not None:
+            opened.append(os.open(policy.chroot, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+        for path in (*policy.read_paths, *policy.exec_paths):
+            full = os.path.join(policy.chroot, path.lstrip("/")) if policy.chroot else path
+            opened.append(os.open(full, os.O_PATH | os.O_CLOEXEC))
+    except BaseException:
+        for fd in opened:
+            os.close(fd)
+        raise
+    return Opened.from_fds(policy, opened)
 
 
 @dataclass(frozen=True)
@@ -116,51 +179,53 @@ class Prepared:
     """The call-independent part of a policy, computed by :func:`prepare`."""
 
     abi: int
-    # (O_PATH fd, Landlock rights) for read_paths and exec_paths, opened ahead.
-    path_rules: tuple[tuple[int, int], ...]
+    opened: Opened
     seccomp: seccomp.Program
     capabilities: range
+    # The jail's user namespace (jail.userns), joined to make the private views.
+    userns: int
+
+    @property
+    def path_rules(self) -> tuple[tuple[int, int], ...]:
+        return self.opened.rules
 
     def close(self) -> None:
-        for fd, _ in self.path_rules:
-            os.close(fd)
+        """Close the opened files (not ``userns``: it belongs to whoever made it)."""
+        self.opened.close()
 
 
-def prepare(policy: Policy, seccomp_code: bytes | None = None) -> Prepared:
-    """Check Landlock, take the seccomp program (``seccomp_code``, as compiled by
-    ``seccomp.compiled_filter``, or compiled here), open the rule paths (close-on-exec;
-    inside the chroot, if any: its tree is checked to hold no symlink) and list the
-    capabilities. Raises OSError or ValueError. The result is reused by every
-    :func:`apply` of this policy."""
+def prepare(
+    policy: Policy,
+    seccomp_code: bytes | None = None,
+    *,
+    opened: Opened | None = None,
+    namespace: int | None = None,
+) -> Prepared:
+    """Check Landlock (its ABI must scope signals and abstract sockets: the tool runs
+    under the uid of the processes it must not reach), take the seccomp program
+    (``seccomp_code``, as compiled by ``seccomp.compiled_filter``, or compiled here),
+    the files of the policy (``opened``, or :func:`open_paths` here), the jail's user
+    namespace (``namespace``, or ``userns.make()`` here) and list the capabilities.
+    Raises OSError or ValueError. The result is reused by every :func:`apply` of this
+    policy."""
     abi = landlock.abi_version()
-    if abi < 1:
-        raise OSError(0, "Landlock is not available: refusing to run unconfined")
-    rules: list[tuple[int, int]] = []
+    if abi < landlock.SCOPES_ABI:
+        raise OSError(landlock.too_old(abi))
+    code = seccomp_code
+    program = seccomp.program() if code is None else seccomp.checked_program(code)
+    files = open_paths(policy) if opened is None else opened
     try:
-        for paths, rights in (
-            (policy.read_paths, landlock.FS_READ_FILE | landlock.FS_READ_DIR),
-            (policy.exec_paths, landlock.FS_READ_FILE | landlock.FS_EXECUTE),
-        ):
-            for path in paths:
-                full = os.path.join(policy.chroot, path.lstrip("/")) if policy.chroot else path
-                rules.append((os.open(full, os.O_PATH | os.O_CLOEXEC), rights))
+        made = userns.make() if namespace is None else namespace
     except BaseException:
-        for fd, _ in rules:
-            os.close(fd)
+        if opened is None:
+            files.close()
         raise
-    try:
-        code = seccomp_code
-        program = seccomp.program() if code is None else seccomp.checked_program(code)
-    except BaseException:
-        for fd, _ in rules:
-            os.close(fd)
-        raise
-    return Prepared(abi, tuple(rules), program, privileges.known_caps())
+    return Prepared(abi, files, program, privileges.known_caps(), made)
 
 
 def start_ruleset(prepared: Prepared) -> int:
     """A Landlock ruleset holding the prepared path rules, for :func:`apply` to finish;
-    made ahead of a call (it needs root to be made, the rule paths being open)."""
+    made ahead of a call."""
     return landlock.create_ruleset(prepared.abi, (), (), (), path_rules=prepared.path_rules)
 
 
@@ -182,27 +247,24 @@ def apply(
     prepared: Prepared | None = None,
     *,
     ruleset: int | None = None,
-    in_namespace: bool = False,
     limits_set: bool = False,
 ) -> None:
     """Confine the calling process according to ``policy``, irreversibly.
 
-    On return the process is the unprivileged uid/gid with no capability, chrooted or in
-    its own mount namespace if asked, inside a Landlock domain granting only the listed
-    reads and executes, with resource limits set and the seccomp allow-list loaded: the
-    next step is exec. ``prepared`` is :func:`prepare` of this policy (made here if
-    None). Raises OSError (or ValueError) on any failure; the caller must then exit,
-    never exec. Requires root, and Landlock (checked: no silent fallback).
+    On return the process keeps its (unprivileged) uid and gid, holds no capability,
+    is in its own mount namespace with a read-only root (chroot) or the stores' view if
+    asked, inside a Landlock domain granting only the listed reads and executes and
+    keeping signals and abstract unix sockets inside, with resource limits set and the
+    seccomp allow-list loaded: the next step is exec. ``prepared`` is :func:`prepare`
+    of this policy (made here if None). Raises OSError (or ValueError) on any failure;
+    the caller must then exit, never exec. Refuses root (ValueError), needs Landlock
+    with scopes (checked: no silent fallback) and unprivileged user namespaces.
 
     Steps done ahead of the call, by the launcher's spare child: ``ruleset`` is
-    :func:`start_ruleset` of ``prepared``; ``in_namespace`` says that the process
-    already did ``mounts.enter_namespace(policy.cwd)`` and that the store fds are
-    detached read-only clones (``mounts.clone_read_only``), to attach; ``limits_set``
-    that it already did ``set_limits(policy.limits)``.
+    :func:`start_ruleset` of ``prepared``; ``limits_set`` says that it already did
+    ``set_limits(policy.limits)``.
     """
-    ready = confine(
-        policy, prepared, ruleset=ruleset, in_namespace=in_namespace, limits_set=limits_set
-    )
+    ready = confine(policy, prepared, ruleset=ruleset, limits_set=limits_set)
     # 6. seccomp last: from here on only the allow-listed system calls work.
     seccomp.load(ready.seccomp)
 
@@ -212,30 +274,32 @@ def confine(
     prepared: Prepared | None = None,
     *,
     ruleset: int | None = None,
-    in_namespace: bool = False,
     limits_set: bool = False,
 ) -> Prepared:
     """Every step of :func:`apply` but the last, loading the seccomp filter; returns
     the :class:`Prepared` whose ``seccomp`` program the caller must load before exec.
 
     A policy without stores depends on nothing of the call: the launcher's spare child
-    for sed runs this ahead, then waits for its call as the unprivileged uid, chrooted
-    and inside the Landlock domain; only the stdio fds and the argv come with the call
-    (and the filter is loaded then: it would refuse the waiting itself).
+    for sed runs this ahead, then waits for its call chrooted, with no capability,
+    inside the Landlock domain; only the stdio fds and the argv come with the call (and
+    the filter is loaded then: it would refuse the waiting itself).
     """
+    if 0 in os.getresuid():
+        raise ValueError("refusing to jail a tool as root: run the launcher unprivileged")
     ready = prepared if prepared is not None else prepare(policy)
 
-    # 1. File-system view, while still root: a chroot holding only sed, its libraries
-    # and a locale; or the stores mounted read-only in a private mount namespace.
+    # 1. File-system view, in a mount namespace of the jail's user namespace (whose
+    # capabilities these steps use): a read-only root holding only sed, its libraries
+    # and a locale; or the stores mounted read-only on the working directory.
+    joined = policy.chroot is not None or bool(policy.stores)
     if policy.chroot is not None:
-        os.chroot(policy.chroot)
-        os.chdir("/")
-    if policy.stores:
-        assert policy.cwd is not None
-        if in_namespace:
-            mounts.attach(policy.cwd, policy.stores)
-        else:
-            mounts.show_stores(policy.cwd, policy.stores)
+        assert ready.opened.root is not None
+        mounts.enter(ready.opened.root, ready.userns)
+        mounts.enter_root()
+    elif policy.stores:
+        assert policy.cwd is not None and policy.stores_dir is not None
+        mounts.enter(policy.stores_dir, ready.userns)
+        mounts.show_stores(policy.cwd, policy.stores)
     if policy.cwd is not None:
         os.chdir(policy.cwd)
 
@@ -243,9 +307,8 @@ def confine(
     if not limits_set:
         set_limits(policy.limits)
 
-    # 3. The Landlock ruleset is built while still root (the rule paths were opened as
-    # root, by prepare).
-    stores = [fd for _name, fd in policy.stores]
+    # 3. The Landlock ruleset (its path rules are on the fds opened ahead).
+    stores = [fd for _name, _path, fd in policy.stores]
     if ruleset is None:
         ruleset = landlock.create_ruleset(
             ready.abi, policy.read_fds, (), (), path_rules=ready.path_rules, store_fds=stores
@@ -253,11 +316,13 @@ def confine(
     elif policy.read_fds or stores:
         landlock.add_rules(ruleset, ready.abi, policy.read_fds, stores)
 
-    # 4. Root is gone for good (also sets no_new_privs, needed by Landlock and seccomp).
-    privileges.drop(policy.uid, policy.gid, ready.capabilities)
+    # 4. Every capability is gone for good, those joining the namespace gave too (also
+    # sets no_new_privs, needed by Landlock and seccomp).
+    privileges.drop(ready.capabilities if joined else range(0))
     if policy.die_with_parent:
-        privileges.die_with_parent()  # after the uid change, which would clear it
+        privileges.die_with_parent()  # after joining the namespace, which clears it
 
-    # 5. Landlock: reads only beneath the granted fds/paths, execute only the tool.
+    # 5. Landlock: reads only beneath the granted fds/paths, execute only the tool,
+    # signals and abstract unix sockets only within the domain.
     landlock.enforce(ruleset)
     return ready

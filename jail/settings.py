@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import pwd
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 MIB = 1 << 20
+NOBODY = 65534
+SERVICE_USER = "memfs"
+
+
+def service_ids() -> tuple[int, int]:
+    """The uid and gid of the ``memfs`` system user if it exists, else nobody's."""
+    try:
+        entry = pwd.getpwnam(SERVICE_USER)
+    except KeyError:
+        return NOBODY, NOBODY
+    return entry.pw_uid, entry.pw_gid
 
 
 class JailSettings(BaseModel):
@@ -20,9 +32,12 @@ class JailSettings(BaseModel):
     sed_path: Path = Path("/usr/bin/sed")
     # The chroot made by `scripts/build-sed-jail DEST`: bin/sed, its libraries, a locale.
     sed_root: Path
-    # Unprivileged identity of the jailed tools (never root).
-    uid: int = Field(default=65534, ge=1)
-    gid: int = Field(default=65534, ge=1)
+    # The unprivileged identity the jail (its launcher and the tools) runs under when it
+    # is started by root (never root itself): the daemon passes its service user;
+    # default the `memfs` user, else nobody. Started by any other uid, the jail runs
+    # under that uid, and these are not used.
+    uid: int = Field(default_factory=lambda: service_ids()[0], ge=1)
+    gid: int = Field(default_factory=lambda: service_ids()[1], ge=1)
     # Wall-clock limit per call; the tool is killed past it (JailLimit).
     timeout_seconds: float = Field(default=10.0, gt=0)
     # rg output beyond this is cut, and the result marked truncated.
@@ -43,6 +58,7 @@ class JailSettings(BaseModel):
     queue_seconds: float = Field(default=5.0, ge=0)
     # rg threads per call: the default, and the cap for -j/--threads.
     max_threads: int = Field(default=4, ge=1, le=64)
-    # Where the launcher makes its private folder of per-search folders (default: the
-    # system temporary directory). Must allow exec-free, root-only writes; 0711 is set.
+    # Where the launcher makes its private work folder, on which each search mounts its
+    # view of the stores (default: the system temporary directory). The jail's uid must
+    # be able to create a folder there; 0711 is set on it.
     work_dir: Path | None = None

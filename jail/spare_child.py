@@ -51,29 +51,34 @@ def confined_ahead(ready: Ready) -> bool:
 def _plan(
     ready: Ready, name: str, work_dir: str, request: bytes, fds: list[int]
 ) -> tuple[Policy, list[str]]:
-    """The policy and argv of a call of tool ``name``; ``fds`` are stdin, stdout, stderr
-    and the store directories. Raises ValueError, KeyError or TypeError for a bad
-    request."""
+    """The policy and argv of a call of tool ``name``; ``fds`` are stdin, stdout,
+    stderr, then (if the call has stores) their common directory and the store
+    directories. Raises ValueError, KeyError or TypeError for a bad request."""
     message = json.loads(request)
     if message["tool"] != name:
         raise ValueError(f"a call of {message['tool']!r} reached the spare of {name!r}")
     names = [str(store) for store in message["stores"]]
-    if len(fds) != 3 + len(names):
-        raise ValueError("wrong number of file descriptors")
+    paths = [str(path) for path in message["paths"]]
+    if len(paths) != len(names) or len(fds) != 3 + (len(names) + 1 if names else 0):
+        raise ValueError("wrong number of stores or file descriptors")
     argv = [str(a) for a in message["argv"]]
     policy = ready.tool.policy
     if names:
-        policy = policy.replace(cwd=work_dir, stores=tuple(zip(names, fds[3:], strict=True)))
+        stores = tuple(zip(names, paths, fds[4:], strict=True))
+        policy = policy.replace(cwd=work_dir, stores=stores, stores_dir=fds[3])
     return policy, argv
 
 
 def _warm_up(ready: Ready, name: str, work_dir: str) -> None:
-    """Plan a dummy call: the first run of a code path in a forked child writes to many
-    shared pages (reference counts), each write copying a page; done here, while
-    waiting, rather than on the call's path (it halves the planning time)."""
+    """Plan a dummy call (and rehearse the mount calls of rg's): the first run of a code
+    path in a forked child writes to many shared pages (reference counts), each write
+    copying a page; done here, while waiting, rather than on the call's path (it halves
+    the planning time)."""
+    if not confined_ahead(ready):
+        mounts.rehearse()
     stores = [] if confined_ahead(ready) else ["warm-up"]
-    request = json.dumps({"tool": name, "argv": ["x"], "stores": stores}).encode()
-    _plan(ready, name, work_dir, request, [0, 1, 2] + [0] * len(stores))
+    request = json.dumps({"tool": name, "argv": ["x"], "stores": stores, "paths": stores})
+    _plan(ready, name, work_dir, request.encode(), [0, 1, 2] + [0] * (len(stores) * 2))
 
 
 def _close_all_but(keep: set[int]) -> None:
@@ -98,11 +103,13 @@ def spare_main(
     needed, the resource limits, a Landlock ruleset with the tool's path rules. Then:
 
     - sed (run in a chroot, no stores): the whole policy but seccomp (``policy.confine``):
-      the spare waits chrooted, as the unprivileged uid with no capability, inside its
-      Landlock domain; the call brings only stdio and argv; the seccomp filter is
+      the spare waits chrooted in its own mount namespace, with no capability, inside
+      its Landlock domain; the call brings only stdio and argv; the seccomp filter is
       loaded after they are received (it would refuse ``recvmsg``), just before exec;
-    - rg: a private mount namespace with a tmpfs on the work directory, still root:
-      the stores of the call are attached there, then the rest of the policy applied.
+    - rg: nothing more (it waits as the launcher does: unprivileged, no capability);
+      with the call come the stores, and ``policy.apply`` makes their view in a mount
+      namespace of its own (only there can the daemon's fds be looked up) and applies
+      the rest of the policy.
     """
     ready = tools[name]
     policy = ready.tool.policy
@@ -112,15 +119,15 @@ def spare_main(
         os.setsid()
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         privileges.die_with_parent()
-        keep = {0, 1, 2, sock.fileno(), status, ready.exe}
-        keep.update(fd for fd, _ in ready.prepared.path_rules)
+        keep = {0, 1, 2, sock.fileno(), status, ready.exe, ready.prepared.userns}
+        keep.update(ready.prepared.opened.fds())
         _close_all_but(keep)
         ruleset = start_ruleset(ready.prepared)
         if ahead:
             confine(policy, ready.prepared, ruleset=ruleset)
             ruleset = None  # enforced and closed
+            os.close(ready.prepared.userns)  # joined: no longer needed
         else:
-            mounts.enter_namespace(work_dir)
             set_limits(policy.limits)
         _warm_up(ready, name, work_dir)
         request, fds, _flags, _addr = socket.recv_fds(
@@ -147,9 +154,9 @@ def _child(
     ruleset: int | None,
 ) -> None:
     """In the spare, once its call came: stdio in place, the rest of the policy applied,
-    tool executed. Never returns. With ``ruleset`` (started ahead, the stores still to
-    attach): ``policy.apply``; without (the spare was confined ahead by
-    ``policy.confine``): only its last step, the seccomp filter.
+    tool executed. Never returns. With ``ruleset`` (started ahead): ``policy.apply``;
+    without (the spare was confined ahead by ``policy.confine``): only its last step,
+    the seccomp filter.
 
     Kept to system calls: the signal dispositions need no reset (the launcher catches
     rather than ignores, and exec resets caught signals), everything else was prepared.
@@ -158,8 +165,8 @@ def _child(
     """
     try:
         # stdin, stdout, stderr to 0, 1, 2 without clobbering one with another; every
-        # other fd (store dirs, the status pipe, the prepared rule paths, the binary) is
-        # already close-on-exec, and made so again here, wholesale.
+        # other fd (store dirs, the status pipe, the prepared rule paths, the binary, the
+        # user namespace) is already close-on-exec, and made so again here, wholesale.
         moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in stdio]
         for target, fd in enumerate(moved):
             os.dup2(fd, target, inheritable=True)
@@ -168,7 +175,7 @@ def _child(
         if ruleset is None:
             load_seccomp(ready.prepared.seccomp)
         else:
-            apply(policy, ready.prepared, ruleset=ruleset, in_namespace=True, limits_set=True)
+            apply(policy, ready.prepared, ruleset=ruleset, limits_set=True)
     except BaseException as error:  # report anything, then die without cleanup
         with contextlib.suppress(BaseException):
             os.write(status, f"{type(error).__name__}: {error}".encode())

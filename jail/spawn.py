@@ -1,5 +1,7 @@
 """Starting a launcher process (``jail.launcher``) and handing it the tools: rg and sed
-with their base policies, built from the settings."""
+with their base policies, built from the settings, and the files they name, opened
+here (the launcher's uid may not reach them: the sed root is under the daemon's
+state directory)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 
 from jail import binaries, seccomp
 from jail.errors import JailUnavailable
-from jail.policy import Limits, Policy
+from jail.policy import Limits, Policy, open_paths
 from jail.settings import JailSettings
 from jail.wire import Tool
 
@@ -25,30 +27,51 @@ _LAUNCHER_MAIN = "from jail.launcher import main; main()"
 def spawn_launcher(
     settings: JailSettings, tools: dict[str, Tool]
 ) -> tuple[socket.socket, subprocess.Popen[bytes]]:
-    """Start a launcher process and hand it the tools; raises JailUnavailable."""
+    """Start a launcher process and hand it the tools; raises JailUnavailable.
+
+    The launcher runs under this process's uid, or, if this process is root, under
+    ``settings.uid``/``gid`` with no supplementary group: the jail never holds a
+    privilege, whoever starts it."""
     control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     package_parent = str(Path(__file__).resolve().parent.parent)
+    identity: dict[str, Any] = {}
+    if os.geteuid() == 0:
+        identity = {"user": settings.uid, "group": settings.gid, "extra_groups": []}
+    uid = identity.get("user", os.geteuid())
+    cannot = (f"as uid {uid}: it must be able to run {sys.executable} and read the jail "
+              f"package in {package_parent}")
     with theirs:
-        process = subprocess.Popen(
-            [sys.executable, "-c", _LAUNCHER_MAIN, str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
-            env={"PYTHONPATH": package_parent, "PATH": os.defpath},
-            stdin=subprocess.DEVNULL,
-            cwd="/",
-            start_new_session=True,  # terminal signals are not for the launcher
-        )
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-c", _LAUNCHER_MAIN, str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                env={"PYTHONPATH": package_parent, "PATH": os.defpath},
+                stdin=subprocess.DEVNULL,
+                cwd="/",
+                start_new_session=True,  # terminal signals are not for the launcher
+                **identity,
+            )
+        except OSError as error:
+            control.close()
+            raise JailUnavailable(f"cannot start the jail launcher {cannot}: {error}") from error
+    files: list[int] = []
     try:
         hello = {
             "tools": {name: tool.to_json() for name, tool in tools.items()},
             "work_dir": str(settings.work_dir) if settings.work_dir else None,
             "seccomp": base64.b64encode(seccomp.compiled_filter()).decode("ascii"),
         }
-        control.send(json.dumps(hello).encode())
+        for tool in tools.values():
+            files.append(os.open(tool.exe, os.O_PATH | os.O_CLOEXEC))
+            files += open_paths(tool.policy).fds()
+        socket.send_fds(control, [json.dumps(hello).encode()], files)
         control.settimeout(30)
         answer = json.loads(control.recv(65536) or b"{}")
         control.settimeout(None)
         if not answer.get("ok"):
-            raise JailUnavailable(f"jail launcher: {answer.get('error', 'no answer')}")
+            raise JailUnavailable(
+                f"jail launcher: {answer.get('error', f'no answer (it runs {cannot})')}"
+            )
     except BaseException as error:
         control.close()
         try:
@@ -59,6 +82,9 @@ def spawn_launcher(
         if isinstance(error, OSError | ValueError):
             raise JailUnavailable(f"jail launcher: {error}") from error
         raise
+    finally:
+        for fd in files:
+            os.close(fd)
     return control, process
 
 
@@ -71,8 +97,6 @@ def base_tools(settings: JailSettings) -> dict[str, Tool]:
 
     def policy(**specific: Any) -> Policy:
         return Policy(
-            uid=settings.uid,
-            gid=settings.gid,
             limits=limits,
             timeout_seconds=settings.timeout_seconds,
             die_with_parent=True,

@@ -5,17 +5,21 @@ Messages are JSON; file descriptors travel with SCM_RIGHTS:
 
 1. hello (client -> launcher): ``{"tools": {"rg": Tool, "sed": Tool}, "work_dir": ...,
    "seccomp": BASE64}`` (the BPF program, compiled by the client: libseccomp is not
-   loaded in the launcher); the launcher prepares each tool's policy (opens the
-   Landlock rule paths and the binary), makes its work directory and answers
-   ``{"ok": true, "abi": N, "pid": PID}`` or ``{"ok": false, "error": "..."}``.
-2. each call (client -> launcher): ``{"tool": "rg", "argv": [...], "stores": [names]}``
-   with fds ``[reply socket, stdin, stdout, stderr, store dir fds...]``. The launcher
-   clones each store directory as a detached read-only mount and hands the call to
-   the spare of its tool, a child forked ahead. rg's is already in its own mount
-   namespace with a tmpfs on the work directory (see ``jail.mounts``): it attaches
-   the stores there, applies the rest of the policy and execs rg. sed's has applied
-   its whole policy but seccomp before the call (chroot, limits, Landlock, root
-   dropped): it puts the stdio fds in place, loads the filter and execs sed.
+   loaded in the launcher), with fds: for each tool, its binary then the files its
+   policy names (``policy.Opened.fds``), opened by the client (the launcher's uid may
+   not reach them). The launcher has the jail's user namespace made, prepares each
+   tool's policy, makes its work directory and answers ``{"ok": true, "abi": N,
+   "pid": PID}`` or ``{"ok": false, "error": "..."}``.
+2. each call (client -> launcher): ``{"tool": "rg", "argv": [...], "stores": [names],
+   "paths": [...]}`` with fds ``[reply socket, stdin, stdout, stderr]``, then, if the
+   call has stores, their common directory and the store directories; ``paths`` are
+   the stores relative to that directory. The launcher hands the call to the spare of
+   its tool, a child forked ahead. rg's makes the view of the stores in a mount
+   namespace of its own (see ``jail.mounts``: each store looked up from the common
+   directory and checked against its fd), applies the rest of the policy and execs
+   rg. sed's has applied its whole policy but seccomp before the call (read-only
+   chroot, limits, Landlock, no capability): it puts the stdio fds in place, loads
+   the filter and execs sed.
    When the child is reaped it sends one JSON reply on the reply socket:
    ``{"status": "exited", "code": N}``, ``"signaled"`` (+``signal``), ``"timeout"``,
    ``"cancelled"`` or ``"failed"`` (+``error``, the policy could not be applied).

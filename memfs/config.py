@@ -62,12 +62,19 @@ class AgentConfig(_Strict):
 class JailConfig(_Strict):
     """Limits for jailed ripgrep and sed (see jail/)."""
 
-    uid: int = Field(default=65534, ge=1)  # unprivileged uid the tools run as
-    gid: int = Field(default=65534, ge=1)
     timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     search_output_limit: int = Field(default=1 * MiB, ge=1024)
     # chroot for sed; built by scripts/build-sed-jail at start-up when missing
     sed_root: Path | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_identity(cls, data: object) -> object:
+        for key in ("uid", "gid"):
+            if isinstance(data, dict) and key in data:
+                raise ValueError(f"jail.{key} is no longer used: jailed tools run in a user "
+                                 "namespace under the daemon's own uid (remove it)")
+        return data
 
 
 SEARCH_TOOLS = ("rg", "grep", "egrep", "fgrep", "rgrep", "zgrep", "ag", "ack", "ugrep", "ug",

@@ -91,8 +91,6 @@ def start_jail(config: Config) -> Jail:
     settings = JailSettings(
         rg_path=rg_binary(),
         sed_root=sed_root,
-        uid=config.jail.uid,
-        gid=config.jail.gid,
         timeout_seconds=config.jail.timeout_seconds,
         output_limit_bytes=config.jail.search_output_limit,
         max_concurrent_runs=config.limits.max_jail_runs,

@@ -1,4 +1,5 @@
-"""Fixtures of the jail tests: a real sed root, real stores, a real jail (root needed)."""
+"""Fixtures of the jail tests: a real sed root, real stores, a real jail (started as root:
+it runs as the jail's own user, `JailSettings.uid`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from jail import Jail, JailSettings  # noqa: E402
+from jail.settings import service_ids  # noqa: E402
 
 RG = Path(sys.executable).parent / "rg"
 if not RG.exists():
@@ -27,7 +29,8 @@ SECRET = "TOP-SECRET-IN-B"  # the same text is spelled out in test_store_isolati
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if os.geteuid() != 0:
-        skip = pytest.mark.skip(reason="jail tests need root (chroot, setuid)")
+        skip = pytest.mark.skip(reason="jail tests need root (they start the jail as root, "
+                                       "which runs it as its own user, and chown fixtures)")
         for item in items:
             if "tests/jail/" in str(item.fspath):
                 item.add_marker(skip)
@@ -99,11 +102,13 @@ def _write(path: Path, text: str) -> None:
 
 @pytest.fixture(scope="session")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Stores A and B as the engine makes them (root-owned, 0644 files, 0755 dirs) under
-    a 0700 parent the jailed uid cannot traverse. A holds symlinks planted towards B
-    and /etc/shadow."""
+    """Stores A and B as the engine makes them (0644 files, 0755 dirs) under a 0700
+    parent of the jail's uid, as ROOT is the daemon's, whose uid the tools share (so
+    only the jail keeps them from the parent's other entries). A holds symlinks
+    planted towards B and /etc/shadow."""
     base = tmp_path_factory.mktemp("stores")
     base.chmod(0o700)
+    os.chown(base, *service_ids())
     a, b = base / "A", base / "B"
     _write(a / "notes" / "queue.md", "the payments queue is slow\nretry later\n")
     _write(a / "todo.txt", "alpha\nbeta\ngamma\n")

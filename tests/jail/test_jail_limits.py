@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jail import Jail, JailLimit, JailSettings
+from jail import Jail, JailError, JailLimit, JailSettings
 from tests.support import scaled
 
 
@@ -93,7 +94,7 @@ def _status(pid: int | str) -> dict[str, str]:
 
 def spares(jail: Jail) -> dict[str, int]:
     """The launcher's idle children, by tool: the sed one waits chrooted in the sed root,
-    the rg one as root, in its own mount namespace."""
+    the rg one as the launcher does."""
     launcher = jail._process.pid
     time.sleep(0.2)  # the launcher forks them once it has replied: let it
     children = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
@@ -122,8 +123,10 @@ def test_no_leak_of_fds_or_processes(jail: Jail, stores: dict[str, Path]) -> Non
     # Only the spares are left: one child per tool forked ahead of its next call.
     found = spares(jail)
     assert set(found) == {"rg", "sed"}
-    # rg's is still root (the stores of the call are mounted as root)...
-    assert _status(found["rg"])["Uid"].split() == ["0"] * 4
+    # rg's waits as the launcher does, the jail's uid with no capability (it joins the
+    # jail's user namespace to mount the stores of its call)...
+    assert _status(found["rg"])["Uid"].split() == [str(jail.settings.uid)] * 4
+    assert _status(found["rg"])["CapEff"] == "0000000000000000"
     for pid in found.values():
         assert Path(f"/proc/{pid}/task/{pid}/children").read_text() == ""
         # ... and each holds only its own fds: none of the launcher's sockets or pipes.
@@ -258,3 +261,48 @@ def test_pump_works_with_fds_past_1024(jail: Jail, many_files: dict[str, Path]) 
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_no_process_of_the_jail_is_privileged(jail: Jail) -> None:
+    """The launcher and its spares: the jail's uid (the test runs as root, so the
+    launcher was started under ``settings.uid``), no capability, no_new_privs, and not
+    dumpable (their /proc files are root's, not their uid's: no process of that uid may
+    ptrace them or read their memory)."""
+    jail.sed(["p"], b"")
+    for pid in [jail.launcher_pid, *spares(jail).values()]:
+        status = _status(pid)
+        assert status["Uid"].split() == [str(jail.settings.uid)] * 4, pid
+        assert status["Uid"].split()[0] != "0"
+        assert status["CapEff"] == "0000000000000000", pid
+        assert status["CapPrm"] == "0000000000000000", pid
+        assert status["NoNewPrivs"] == "1", pid
+        assert os.stat(f"/proc/{pid}/environ").st_uid == 0, pid
+
+
+def test_a_running_tool_holds_nothing(
+    make_settings: Callable[..., JailSettings], big_store: dict[str, Path]
+) -> None:
+    """rg while it runs (a pattern that takes it seconds): the jail's uid, no capability
+    (rg's children keep the bounding set the jail's namespace gives them: it cannot give
+    anything back, see jail.launcher), no_new_privs, the seccomp filter loaded."""
+    huge = ["--regex-size-limit", "1G", "--dfa-size-limit", "1G", r"(\w|aa|.){500}{500}"]
+    with Jail.start(make_settings(timeout_seconds=scaled(3))) as jail, \
+            ThreadPoolExecutor(max_workers=1) as pool:
+        running = pool.submit(jail.search, big_store, huge)
+        launcher = jail.launcher_pid
+        status: dict[str, str] = {}
+        deadline = time.monotonic() + scaled(3)
+        while not status and time.monotonic() < deadline:
+            for child in Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split():
+                with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                    if os.readlink(f"/proc/{child}/exe") == str(jail.settings.rg_path.resolve()):
+                        status = _status(child)
+            time.sleep(0.01)
+        assert status, "rg was never seen running"
+        with pytest.raises(JailError):  # stopped at the time limit, or its regex too big
+            running.result()
+    assert status["Uid"].split() == [str(jail.settings.uid)] * 4
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert int(status[cap], 16) == 0, cap
+    assert status["NoNewPrivs"] == "1"
+    assert status["Seccomp"] == "2"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -14,8 +16,17 @@ import pydantic
 import pytest
 
 from jail import Jail, JailError, JailSettings, JailUnavailable
+from jail.settings import service_ids
+from tests.support import public_tmpdir
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-sed-jail"
+
+
+def work_parent() -> Path:
+    """A folder the jail's uid may make its work folder in (pytest's tmp_path is 0700)."""
+    work = public_tmpdir("memfs-jail-work-")
+    os.chown(work, *service_ids())
+    return work
 
 
 @pytest.fixture
@@ -87,8 +98,7 @@ def test_launcher_death_restarts_it_once_per_call(
 ) -> None:
     """A killed launcher is replaced by the next call, which works; the dead one's work
     directory is removed by the new one."""
-    work = tmp_path / "work"
-    work.mkdir()
+    work = work_parent()
     store = tmp_path / "store"
     store.mkdir()
     (store / "f.txt").write_text("x\n")
@@ -160,8 +170,7 @@ def test_stale_work_dirs_of_dead_launchers_only(tmp_path: Path) -> None:
 def test_close_removes_the_work_folder(
     make_settings: Callable[..., JailSettings], tmp_path: Path
 ) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
+    work = work_parent()
     store = tmp_path / "store"
     store.mkdir()
     (store / "f.txt").write_text("x\n")
@@ -171,3 +180,76 @@ def test_close_removes_the_work_folder(
         assert jail.search({"s": store}, ["x"]).output == b"s/f.txt:x\n"
         assert list(folder.iterdir()) == []  # the stores were mounted elsewhere only
     assert list(work.iterdir()) == []
+
+
+NO_USER_NAMESPACES = r"""
+import errno, sys
+import pyseccomp as sc
+from jail import Jail, JailSettings, JailUnavailable
+
+# What systemd's RestrictNamespaces= does: user namespaces refused with EPERM.
+f = sc.SyscallFilter(defaction=sc.ALLOW)
+f.add_rule(sc.ERRNO(errno.EPERM), "unshare", sc.Arg(0, sc.MASKED_EQ, 0x10000000, 0x10000000))
+f.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, 0x10000000, 0x10000000))
+f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+f.load()
+try:
+    Jail.start(JailSettings(rg_path=sys.argv[1], sed_root=sys.argv[2])).close()
+except JailUnavailable as error:
+    print(error)
+else:
+    print("started")
+"""
+
+
+def test_no_user_namespaces_say_what_to_enable(rg_path: Path, sed_root: Path) -> None:
+    """Where unprivileged user namespaces are refused (here by a seccomp filter like
+    systemd's RestrictNamespaces=), the jail does not start, and says what to enable."""
+    run = subprocess.run(
+        [sys.executable, "-c", NO_USER_NAMESPACES, str(rg_path), str(sed_root)],
+        capture_output=True, text=True, check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "unshare(CLONE_NEWUSER): Operation not permitted" in run.stdout
+    for hint in ("unprivileged user namespaces", "kernel.unprivileged_userns_clone",
+                 "kernel.apparmor_restrict_unprivileged_userns", "RestrictNamespaces"):
+        assert hint in run.stdout
+
+
+UNPRIVILEGED_CALLER = r"""
+import json, sys
+from pathlib import Path
+from jail import Jail, JailSettings
+from memfs.daemon import ensure_sed_root
+
+base = Path(sys.argv[2])
+ensure_sed_root(base / "state" / "sed-root")  # builds it: no root needed
+store = base / "stores" / "notes"
+store.mkdir(parents=True)
+(store / "a.md").write_text("alpha\n")
+with Jail.start(JailSettings(rg_path=sys.argv[1], sed_root=base / "state" / "sed-root")) as jail:
+    status = Path(f"/proc/{jail.launcher_pid}/status").read_text()
+    print(json.dumps({
+        "sed": jail.sed(["s/alpha/beta/"], b"alpha\n").decode(),
+        "rg": jail.search({"notes": store}, ["-n", "alpha"]).output.decode(),
+        "launcher_uid": [line.split()[1] for line in status.splitlines()
+                         if line.startswith("Uid:")][0],
+    }))
+"""
+
+
+def test_a_normal_user_builds_the_sed_root_and_runs_the_jail(rg_path: Path) -> None:
+    """As a normal user (the memfs service user, or anyone in personal mode): the sed
+    root is built by that user, and the jail starts and runs both tools, under that uid."""
+    uid, gid = service_ids()
+    base = work_parent()  # of that uid
+    run = subprocess.run(
+        [sys.executable, "-c", UNPRIVILEGED_CALLER, str(rg_path), str(base)],
+        capture_output=True, text=True, user=uid, group=gid, extra_groups=[], check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {
+        "sed": "beta\n", "rg": "notes/a.md:1:alpha\n", "launcher_uid": str(uid)
+    }
+    sed_root = base / "state" / "sed-root"
+    assert {p.stat().st_uid for p in [sed_root, *sed_root.rglob("*")]} == {uid}

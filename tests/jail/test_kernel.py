@@ -1,6 +1,7 @@
 """Kernel-level tests of the policy, bypassing every argument check.
 
-Each row forks a child, applies a policy like the rg one (stores: A only) with
+Each row forks a child, which becomes the jail's unprivileged uid (as the launcher
+does, see ``jail.spawn``), applies a policy like the rg one (stores: A only) with
 ``jail.policy.apply``, then tries one hostile thing *directly in the forked Python
 child* and exits with the errno it got (0 = it worked). The expected errno is per row;
 positive rows (reading inside A) make sure the table can fail.
@@ -15,6 +16,8 @@ import resource
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from jail import binaries, landlock, mounts, privileges
-from jail.policy import Limits, Policy, apply, confine, prepare, start_ruleset
+from jail import Jail, binaries, landlock, mounts, privileges, userns
+from jail.policy import Limits, Policy, apply, confine, open_paths, prepare, start_ruleset
+from jail.settings import service_ids
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -41,6 +45,15 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWNS = 0x00020000
 PTRACE_TRACEME = 0
 PTRACE_ATTACH = 16
+JAIL_UID, JAIL_GID = service_ids()  # what the launcher runs as when root starts it
+
+
+def as_jail_user(uid: int = JAIL_UID, gid: int = JAIL_GID) -> None:
+    """In a forked child of this root process: become the jail's uid, as the launcher
+    does (no supplementary group, every capability gone with the uid change)."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
 
 
 @dataclass
@@ -207,14 +220,21 @@ def in_child(setup: Callable[[], None], action: Callable[[], None]) -> int:
 
 
 def run_confined(policy: Policy, action: Callable[[], None]) -> int:
-    """Fork, apply ``policy``, run ``action``; return 0, the errno it raised, or 2xx."""
-    return in_child(lambda: apply(policy), action)
+    """Fork, become the jail's uid, apply ``policy``, run ``action``; return 0, the
+    errno it raised, or 2xx."""
+
+    def setup() -> None:
+        as_jail_user()
+        apply(policy)
+
+    return in_child(setup, action)
 
 
 @pytest.fixture(scope="module")
 def ctx() -> Iterator[Ctx]:
-    """Stores A and B under a world-traversable folder: file permissions allow the
-    jailed uid everything readable, so each refusal below comes from the policy."""
+    """Stores A and B under a world-traversable folder, all of the jail's uid (as the
+    stores are the daemon's, whose uid the tools share): file permissions allow the
+    jailed uid everything, writes too, so each refusal below comes from the policy."""
     base = Path(tempfile.mkdtemp(prefix="memfs-kernel-test-"))
     base.chmod(0o755)
     a, b = base / "A", base / "B"
@@ -223,6 +243,8 @@ def ctx() -> Iterator[Ctx]:
     (a / "todo.txt").write_text("alpha\n")
     (b / "secret.txt").write_text("secret\n")
     (a / "link-to-b").symlink_to(b / "secret.txt")
+    for path in (base, a, b, a / "notes", a / "todo.txt", b / "secret.txt"):
+        os.chown(path, JAIL_UID, JAIL_GID)
     a_fd = os.open(a, os.O_PATH | os.O_DIRECTORY)
     b_fd = os.open(b, os.O_PATH | os.O_DIRECTORY)
     read_end, write_end = os.pipe()
@@ -270,13 +292,16 @@ def test_limits_are_set(rg_policy: Policy) -> None:
 
 
 def test_apply_leaves_no_privilege() -> None:
-    """After the drop, /proc/self/status shows no capability and no_new_privs."""
+    """After the drop, /proc/self/status shows no capability and no_new_privs, even
+    after joining the jail's user namespace (which gives every capability inside)."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(read_end)
-            privileges.drop(65534, 65534)
+            as_jail_user(65534, 65534)
+            userns.join(userns.make())
+            privileges.drop()
             with open("/proc/self/status", "rb") as status:
                 os.write(write_end, status.read())
         finally:
@@ -296,7 +321,7 @@ def test_apply_leaves_no_privilege() -> None:
 
 def test_drop_refuses_root() -> None:
     with pytest.raises(ValueError):
-        privileges.drop(0, 0)
+        privileges.drop()
 
 
 # Landlock alone (no seccomp): the second wall holds by itself for what it covers.
@@ -398,7 +423,9 @@ def view_dir() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def mounted_policy(ctx: Ctx, rg_policy: Policy, view_dir: str) -> Policy:
-    return rg_policy.replace(read_fds=(), cwd=view_dir, stores=(("A", ctx.a_fd),))
+    return rg_policy.replace(
+        read_fds=(), cwd=view_dir, stores=(("A", ".", ctx.a_fd),), stores_dir=ctx.a_fd
+    )
 
 
 def _expect_flags(path: str, flags: int) -> None:
@@ -449,11 +476,14 @@ def test_confined_with_mounted_stores(
         assert view_dir not in mountinfo.read()
 
 
-def _root_only(c: Ctx, action: Callable[[], None], view_dir: str) -> int:
-    """The stores mounted (as root, no Landlock, no seccomp): what the mounts alone do."""
+def _mounts_only(c: Ctx, action: Callable[[], None], view_dir: str) -> int:
+    """The stores mounted (every capability of the jail's namespace still held, no
+    Landlock, no seccomp): what the mounts alone do."""
 
     def setup() -> None:
-        mounts.show_stores(view_dir, (("A", c.a_fd),))
+        as_jail_user()
+        mounts.enter(c.a_fd, userns.make())
+        mounts.show_stores(view_dir, (("A", ".", c.a_fd),))
         os.chdir(view_dir)
 
     return in_child(setup, action)
@@ -471,8 +501,9 @@ def _root_only(c: Ctx, action: Callable[[], None], view_dir: str) -> int:
 def test_the_mounts_alone_are_read_only(
     name: str, action: Callable[[], None], ctx: Ctx, view_dir: str
 ) -> None:
-    """Even as root, without Landlock or seccomp, the clones refuse writes (EROFS)."""
-    assert _root_only(ctx, action, view_dir) == errno.EROFS, name
+    """Even with the namespace's capabilities, without Landlock or seccomp, the clones
+    refuse writes (EROFS)."""
+    assert _mounts_only(ctx, action, view_dir) == errno.EROFS, name
     assert (ctx.a / "todo.txt").read_text() == "alpha\n"
 
 
@@ -492,7 +523,9 @@ def test_landlock_rules_on_the_store_fd_reach_the_clone(ctx: Ctx, view_dir: str)
     if pid == 0:
         code = 1
         try:
-            mounts.show_stores(view_dir, (("A", ctx.a_fd),))
+            as_jail_user()
+            mounts.enter(ctx.a_fd, userns.make())
+            mounts.show_stores(view_dir, (("A", ".", ctx.a_fd),))
             os.chdir(view_dir)
             ruleset = landlock.create_ruleset(ABI, (), (), (), store_fds=(ctx.a_fd,))
             libc.prctl(38, ctypes.c_ulong(1), 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
@@ -503,6 +536,34 @@ def test_landlock_rules_on_the_store_fd_reach_the_clone(ctx: Ctx, view_dir: str)
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_store_must_be_the_directory_the_daemon_opened(
+    ctx: Ctx, mounted_policy: Policy
+) -> None:
+    """Each store is looked up by its path beneath ``stores_dir`` inside the new mount
+    namespace: a path that names another directory than the daemon's fd (as if swapped
+    in between) mounts nothing; the right one works."""
+    base = os.open(ctx.a.parent, os.O_PATH | os.O_DIRECTORY)
+
+    def attempt(path: str) -> Callable[[], None]:
+        def run() -> None:
+            policy = mounted_policy.replace(stores=(("A", path, ctx.a_fd),), stores_dir=base)
+            try:
+                apply(policy)
+            except ValueError as error:
+                if "is not the directory opened" in str(error):
+                    raise OSError(errno.ESTALE, str(error)) from None
+                raise
+            _open("A/todo.txt", os.O_RDONLY)
+
+        return run
+
+    try:
+        assert in_child(as_jail_user, attempt("B")) == errno.ESTALE
+        assert in_child(as_jail_user, attempt("A")) == 0
+    finally:
+        os.close(base)
 
 
 # The sed spare waits for its call after ``confine`` (the whole policy but seccomp):
@@ -552,13 +613,15 @@ CONFINED_AHEAD_ROWS: dict[str, tuple[Action, int]] = {
         errno.EACCES,
     ),
     "list the chroot": (lambda c: _open("/", os.O_RDONLY | os.O_DIRECTORY), errno.EACCES),
+    # the root is a read-only mount: refused before Landlock is asked (Landlock alone
+    # refuses it too: test_landlock_alone)
     "create a file in the chroot": (
         lambda c: _open("/new", os.O_WRONLY | os.O_CREAT),
-        errno.EACCES,
+        errno.EROFS,
     ),
     "execute /bin/sh": (lambda c: _exec("/bin/sh"), errno.ENOENT),
-    # no privilege left
-    "setuid(0)": (lambda c: os.setuid(0), errno.EPERM),
+    # no privilege left (and root is not even mapped in the jail's user namespace)
+    "setuid(0)": (lambda c: os.setuid(0), errno.EINVAL),
     "chroot out": (lambda c: os.chroot("/usr"), errno.EPERM),
     "mount a tmpfs": (lambda c: _mount_tmpfs("/"), errno.EPERM),
     "unshare(CLONE_NEWNS)": (lambda c: _syscall(SYS_UNSHARE, CLONE_NEWNS), errno.EPERM),
@@ -573,8 +636,185 @@ def test_confined_ahead(name: str, ctx: Ctx, sed_root: Path) -> None:
     policy = _sed_policy(sed_root)
 
     def setup() -> None:
-        prepared = prepare(policy)
+        opened = open_paths(policy)  # by root, as the daemon does: the root is under its tmp
+        as_jail_user()
+        prepared = prepare(policy, opened=opened)
         confine(policy, prepared, ruleset=start_ruleset(prepared))
 
     got = in_child(setup, lambda: action(ctx))
     assert got == expected, f"{name}: got {errno.errorcode.get(got, got)}"
+
+
+# The tools run under the launcher's own uid (and the daemon's, once it runs
+# unprivileged): the jail alone must keep them from every process of that uid outside
+# it, its sockets and its state. Each row runs a tiny hostile program under the real
+# tool policies (``jail.spawn.base_tools``: rg with a store mounted as in a call, sed
+# chrooted), against the real launcher of the session's jail and a stand-in for the
+# daemon: a process of the jail's uid listening on a unix socket (pathname and
+# abstract), beside a state/ directory of that uid. The same program with the jail
+# switched off, or only its Landlock scopes, shows that each refusal is the jail's.
+
+SYS_TGKILL = 234 if os.uname().machine == "x86_64" else 131
+SYS_PROCESS_VM_READV = 310 if os.uname().machine == "x86_64" else 270
+PTRACE_SEIZE = 0x4206
+
+STAND_IN = r"""
+import signal, socket, sys
+path, name = sys.argv[1], sys.argv[2]
+sockets = [socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)]
+sockets[0].bind(path)
+sockets[1].bind("\0" + name)
+for s in sockets:
+    s.listen(64)
+print("ready", flush=True)
+signal.pause()
+"""
+
+
+@dataclass
+class Daemon:
+    """What a tool of the jail's uid must not reach."""
+
+    launcher: int  # the real launcher of the session's jail
+    pid: int  # the stand-in for the daemon
+    socket_path: str
+    abstract: str
+    state_file: Path
+    stores: Path  # beside state/: ROOT/stores
+
+
+@pytest.fixture(scope="module")
+def daemon(jail: Jail) -> Iterator[Daemon]:
+    """ROOT (0700, of the jail's uid) with stores/A and state/seen, and the stand-in."""
+    from tests.support import public_tmpdir
+
+    root = public_tmpdir("memfs-same-uid-") / "root"
+    (root / "stores" / "A").mkdir(parents=True)
+    (root / "stores" / "A" / "todo.txt").write_text("alpha\n")
+    (root / "state").mkdir()
+    (root / "state" / "seen").write_text("STATE-OF-THE-DAEMON\n")
+    for path in (root, root / "stores", root / "stores" / "A", root / "stores" / "A" / "todo.txt",
+                 root / "state", root / "state" / "seen"):
+        os.chown(path, JAIL_UID, JAIL_GID)
+    root.chmod(0o700)
+    socket_path = str(root / "state" / "control.sock")
+    abstract = f"memfs-test-daemon-{os.getpid()}"
+    stand_in = subprocess.Popen(
+        [sys.executable, "-c", STAND_IN, socket_path, abstract],
+        stdout=subprocess.PIPE, user=JAIL_UID, group=JAIL_GID, extra_groups=[],
+    )
+    try:
+        assert stand_in.stdout is not None and stand_in.stdout.readline() == b"ready\n"
+        yield Daemon(jail.launcher_pid, stand_in.pid, socket_path, abstract,
+                     root / "state" / "seen", root / "stores")
+    finally:
+        stand_in.kill()
+        stand_in.wait()
+
+
+def _tgkill(pid: int) -> None:
+    _syscall(SYS_TGKILL, pid, pid, 0)
+
+
+def _seize(pid: int) -> None:
+    _syscall(SYS_PTRACE, PTRACE_SEIZE, pid, 0, 0)  # detached again when the child exits
+
+
+def _read_memory(pid: int) -> None:
+    """process_vm_readv of one byte at address 0: EFAULT once it is allowed at all."""
+    buffer = ctypes.create_string_buffer(1)
+    local = (ctypes.c_void_p * 2)(ctypes.cast(buffer, ctypes.c_void_p), 1)
+    remote = (ctypes.c_void_p * 2)(None, 1)
+    _syscall(SYS_PROCESS_VM_READV, pid, ctypes.addressof(local), 1,
+             ctypes.addressof(remote), 1, 0)
+
+
+def _connect(address: str) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(address)
+
+
+# name -> (action, errno without any protection)
+SAME_UID_ROWS: dict[str, tuple[Callable[[Daemon], None], int]] = {
+    "kill the daemon": (lambda d: os.kill(d.pid, 0), 0),
+    "kill the launcher": (lambda d: os.kill(d.launcher, 0), 0),
+    "tgkill the daemon": (lambda d: _tgkill(d.pid), 0),
+    "tgkill the launcher": (lambda d: _tgkill(d.launcher), 0),
+    "ptrace the daemon": (lambda d: _seize(d.pid), 0),
+    # non-dumpable: refused even to its own uid, jail or not
+    "ptrace the launcher": (lambda d: _seize(d.launcher), errno.EPERM),
+    "read the daemon's memory": (lambda d: _read_memory(d.pid), errno.EFAULT),
+    "connect to its socket": (lambda d: _connect(d.socket_path), 0),
+    "connect to its abstract socket": (lambda d: _connect("\0" + d.abstract), 0),
+    "read its state": (lambda d: _open(d.state_file, os.O_RDONLY), 0),
+    "read its environment": (lambda d: _open(f"/proc/{d.pid}/environ", os.O_RDONLY), 0),
+}
+
+
+@pytest.fixture(scope="module")
+def tool_policies(jail: Jail, daemon: Daemon) -> Iterator[dict[str, Policy]]:
+    """The real policies of rg (store A mounted on a work folder, as in a call) and sed."""
+    from jail.spawn import base_tools
+    from tests.support import public_tmpdir
+
+    tools = base_tools(jail.settings)
+    store = os.open(daemon.stores / "A", os.O_PATH | os.O_DIRECTORY)
+    stores_dir = os.open(daemon.stores, os.O_PATH | os.O_DIRECTORY)
+    work = str(public_tmpdir("memfs-same-uid-work-"))
+    rg = tools["rg"].policy.replace(cwd=work, stores=(("A", "A", store),), stores_dir=stores_dir)
+    yield {"rg": rg, "sed": tools["sed"].policy}
+    os.close(store)
+    os.close(stores_dir)
+
+
+def _as_tool(policy: Policy, action: Callable[[], None], *, scopes: bool = True) -> int:
+    """Fork, become the jail's uid, apply ``policy`` (its files opened first, by root, as
+    the daemon does), run ``action``; ``scopes=False``: without Landlock's scopes."""
+
+    def setup() -> None:
+        if not scopes:
+            landlock.scopes = lambda abi: 0  # in this forked child only
+        opened = open_paths(policy)
+        as_jail_user()
+        apply(policy, prepare(policy, opened=opened))
+
+    return in_child(setup, action)
+
+
+@pytest.mark.parametrize("tool", ["rg", "sed"])
+@pytest.mark.parametrize("name", list(SAME_UID_ROWS))
+def test_a_jailed_tool_cannot_reach_its_own_uid(
+    name: str, tool: str, daemon: Daemon, tool_policies: dict[str, Policy]
+) -> None:
+    action, _ = SAME_UID_ROWS[name]
+    got = _as_tool(tool_policies[tool], lambda: action(daemon))
+    # EACCES: Landlock (paths); ENOENT: not in sed's chroot; EPERM: seccomp, Landlock's
+    # scopes, ptrace rules
+    assert got in (errno.EPERM, errno.EACCES, errno.ENOENT), f"{name}: got {got}"
+    assert os.kill(daemon.pid, 0) is None  # still alive
+
+
+@pytest.mark.parametrize("name", list(SAME_UID_ROWS))
+def test_without_the_jail_its_own_uid_is_reachable(name: str, daemon: Daemon) -> None:
+    """The control: the same programs as the jail's uid, unconfined, reach the stand-in
+    (so the refusals above are the jail's), all but the ptrace of the launcher."""
+    action, unprotected = SAME_UID_ROWS[name]
+
+    def setup() -> None:
+        as_jail_user()
+
+    got = in_child(setup, lambda: action(daemon))
+    assert got == unprotected, f"{name}: got {errno.errorcode.get(got, got)}"
+
+
+@pytest.mark.parametrize("tool", ["rg", "sed"])
+def test_landlock_scopes_are_what_keeps_signals_in(
+    tool: str, daemon: Daemon, tool_policies: dict[str, Policy]
+) -> None:
+    """seccomp lets a tool signal itself (tgkill, for abort()): under the policy with
+    Landlock's scopes switched off, a same-uid tgkill of the daemon and the launcher
+    works; with them, it is refused."""
+    policy = tool_policies[tool]
+    for target in (daemon.pid, daemon.launcher):
+        assert _as_tool(policy, lambda t=target: _tgkill(t), scopes=False) == 0
+        assert _as_tool(policy, lambda t=target: _tgkill(t)) == errno.EPERM

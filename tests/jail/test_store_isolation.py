@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from jail import BadArguments, Jail, SearchResult, ToolFailed
+from jail.settings import service_ids
+from tests.support import public_tmpdir
 
 SECRET = "TOP-SECRET-IN-B"  # written into B/secret.txt by the `stores` fixture
+STATE = "STATE-OF-THE-DAEMON"
 
 
 def only_a(stores: dict[str, Path]) -> dict[str, Path]:
@@ -106,3 +111,48 @@ def test_symlinked_store_root_is_refused(
     link.symlink_to(stores["B"])
     with pytest.raises(JailError, match="cannot open store"):
         jail.search({"A": link}, [SECRET])
+
+
+@pytest.fixture(scope="module")
+def with_state() -> dict[str, Path]:
+    """ROOT (0700) with stores/A and state/seen beside it, all of the jail's uid, as the
+    daemon's are (its uid is the tools')."""
+    root = public_tmpdir("memfs-state-test-") / "root"
+    (root / "stores" / "A").mkdir(parents=True)
+    (root / "stores" / "A" / "f.txt").write_text("alpha\n")
+    (root / "state").mkdir()
+    (root / "state" / "seen").write_text(f"s/x/{STATE}/\n")  # a sed script too (sed -f)
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, *service_ids())
+    root.chmod(0o700)
+    return {"A": root / "stores" / "A", "state": root / "state" / "seen"}
+
+
+HOSTILE_RUNS = {
+    # the argument checks refuse these; run past them, straight through the launcher
+    "rg a state file": ("rg", lambda s: ["rg", "--threads", "1", "-e", "STATE", s]),
+    "rg beside the store": ("rg", lambda s: ["rg", "-uuu", "STATE", str(Path(s).parents[1])]),
+    "sed a state file": ("sed", lambda s: ["sed", "-n", "p", s]),
+    "sed r": ("sed", lambda s: ["sed", f"r {s}"]),
+    "sed -f": ("sed", lambda s: ["sed", "-f", s]),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_RUNS))
+def test_the_state_beside_the_stores_is_out_of_reach(
+    jail: Jail, with_state: dict[str, Path], name: str
+) -> None:
+    """rg and sed, run by the real launcher under the uid that owns ROOT/state, with
+    arguments naming it: nothing of it comes out. The control: the same tool run
+    unjailed as that uid reads it."""
+    tool, argv = HOSTILE_RUNS[name]
+    state = str(with_state["state"])
+    stores = {"A": with_state["A"]} if tool == "rg" else {}
+    run = jail._run(tool, argv(state), list(stores), stores, b"x\n", 65536)
+    assert run.reply["status"] == "exited", run  # ran, and got nothing of it
+    assert STATE.encode() not in run.stdout and STATE not in run.stderr
+    unjailed = [str(jail.settings.rg_path) if tool == "rg" else "/usr/bin/sed", *argv(state)[1:]]
+    uid, gid = service_ids()
+    plain = subprocess.run(unjailed, input=b"x\n", capture_output=True, user=uid, group=gid,
+                           extra_groups=[], cwd=with_state["A"].parent, check=False)
+    assert STATE.encode() in plain.stdout + plain.stderr, plain

@@ -52,7 +52,9 @@ def test_good_config_and_defaults() -> None:
         (with_(max_file_size=0), "max_file_size"),
         (with_(delegates="root"), "delegates"),
         (with_(mount="/var/lib/memfs/mnt"), "mount: must not be inside root"),
-        (with_(jail={"uid": 0}), "jail.uid"),
+        (with_(jail={"uid": 65534}), "jail.uid is no longer used: jailed tools run in a user "
+         "namespace under the daemon's own uid"),
+        (with_(jail={"gid": 65534}), "jail.gid is no longer used"),
         (with_(limits={"max_conections": 5}), "limits.max_conections: unknown key"),
         (with_(limits={"max_jail_runs": 0}), "limits.max_jail_runs"),
         (with_(limits={"jail_queue_per_uid": -1}), "limits.jail_queue_per_uid"),
