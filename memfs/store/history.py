@@ -68,6 +68,12 @@ _TREE = pygit2.enums.FileMode.TREE
 # exist: we wrote them or read them), and re-hashing on every read.
 pygit2.option(pygit2.enums.Option.ENABLE_STRICT_OBJECT_CREATION, False)
 pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, False)
+# The repositories are memfs's own: no system or user git config applies to them, and
+# none is looked for (libgit2 notes $HOME once, at import: a daemon that then drops
+# root could not even stat root's ~/.gitconfig).
+for _level in (pygit2.enums.ConfigLevel.SYSTEM, pygit2.enums.ConfigLevel.XDG,
+               pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.PROGRAMDATA):
+    pygit2.settings.search_path[_level] = ""
 
 
 class HistoryError(MemfsError):
