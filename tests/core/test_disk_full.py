@@ -21,7 +21,17 @@ from control.client import Client, ConflictError, MemfsClientError
 from control.mcp_tools import Connection, MemoryTools
 from tests.history.gitcheck import commits, head_files, repo_path, store_files
 from tests.http.test_metrics import scrape, value
-from tests.support import UID_A, UID_B, UID_C, Daemon, connect_as, memfs_as, public_tmpdir, run_as
+from tests.support import (
+    UID_A,
+    UID_B,
+    UID_C,
+    Daemon,
+    connect_as,
+    daemon_ids,
+    memfs_as,
+    public_tmpdir,
+    run_as,
+)
 
 HISTORY_STORES = ("notes", "team")
 STORES = (*HISTORY_STORES, "plain")
@@ -132,8 +142,8 @@ def snapshot(root: Path) -> dict[str, Any]:
 def assert_history_sound(root: Path) -> None:
     """``git fsck --strict`` is clean, and ``main``'s tree equals the files."""
     for store in HISTORY_STORES:
-        done = subprocess.run(["git", "--git-dir", str(repo_path(root, store)), "fsck",
-                               "--strict"], capture_output=True, text=True)
+        done = run_as(daemon_ids()[0], ["git", "--git-dir", str(repo_path(root, store)),
+                                        "fsck", "--strict"])
         assert done.returncode == 0, (store, done.stdout, done.stderr)
         assert head_files(root, store) == store_files(root, store), store
 
@@ -244,10 +254,13 @@ def test_a_full_disk_over_http_cli_and_mcp_and_in_metrics(daemon: Daemon,
 @contextlib.contextmanager
 def state_on_its_own_disk(part: str) -> Iterator[tuple[Path, Path]]:
     """(base, ROOT/state/PART): a config's root on the ordinary disk, but that part of
-    its state a small file system of its own, which a test fills."""
+    its state a small file system of its own (the daemon's user's, as an operator
+    would make it: the daemon adopts nothing on another file system), which a test
+    fills."""
     base = public_tmpdir(f"memfs-{part}-disk-")
     with small_filesystem(base / "root" / "state" / part, base / f"{part}.img",
                           mib=8) as mounted:
+        os.chown(mounted, *daemon_ids())
         yield base, mounted
 
 

@@ -4,13 +4,17 @@ point is that plain git agrees."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import blake3
 import pygit2
 
 from memfs.store import backing
+from tests.support import as_euid, daemon_ids, run_as
+
+# The repositories are the daemon's user's (memfs): plain git reads them as that user,
+# as the README says; libgit2 here reads them as root, once told that is safe.
+pygit2.option(pygit2.enums.Option.SET_OWNER_VALIDATION, False)
 
 
 def repo_path(root: Path, store: str) -> Path:
@@ -50,13 +54,15 @@ def head_files(root: Path, store: str) -> dict[str, bytes]:
 
 
 def store_files(root: Path, store: str) -> dict[str, bytes]:
-    """What agents see of a store: the files memfs keeps, byte for byte."""
+    """What agents see of a store: the files memfs keeps, byte for byte (looked at as
+    the daemon's uid: memfs keeps the files its own uid owns)."""
     top = root / "stores" / store
-    fd = os.open(top, backing.DIR_FLAGS)
-    try:
-        return {e.rel: (top / e.rel).read_bytes() for e in backing.walk_files(fd)}
-    finally:
-        os.close(fd)
+    with as_euid(daemon_ids()[0]):
+        fd = os.open(top, backing.DIR_FLAGS)
+        try:
+            return {e.rel: (top / e.rel).read_bytes() for e in backing.walk_files(fd)}
+        finally:
+            os.close(fd)
 
 
 def trailers(commit: pygit2.Commit) -> dict[str, str]:
@@ -72,6 +78,7 @@ def introduced(commit: pygit2.Commit) -> dict[str, str]:
 
 
 def git(root: Path, store: str, *args: str) -> str:
-    done = subprocess.run(["git", "--git-dir", str(repo_path(root, store)), *args],
-                          capture_output=True, text=True, check=True)
-    return done.stdout
+    """Plain git on the store's repository, as the daemon's user; its output."""
+    done = run_as(daemon_ids()[0], ["git", "--git-dir", str(repo_path(root, store)), *args])
+    assert done.returncode == 0, done.stderr
+    return done.stdout.decode()
