@@ -14,9 +14,11 @@ page under ``/ui/``); no request can stop the listener.
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -134,15 +136,26 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
                                          HTTPException: http_error})
 
 
-async def serve_http(app: Starlette, http: HttpConfig, limits: HttpLimits, *, stop: trio.Event,
-                     stopped: trio.Event, counted: Callable[[int], None] | None = None,
-                     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED
-                     ) -> None:
-    """Serve ``app`` (its lifespan around it) on ``http.listen`` (TLS when configured)
-    within ``limits`` until ``stop`` is set (in-flight requests then get
-    http_server.GRACEFUL_SECONDS). Reports the bound URLs when listening (port 0: the port
-    picked); sets ``stopped`` when done. ``counted``: see HttpServer. Raises OSError
-    when the address cannot be bound or the certificate loaded."""
+@dataclass
+class BoundHttp:
+    """The HTTP listener's sockets, bound and listening, its TLS context (None: plain
+    HTTP) and the URLs it serves (the ports actually bound)."""
+
+    sockets: list[socket.socket]
+    tls: ssl.SSLContext | None
+    urls: list[str]
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            sock.close()
+
+
+def bind_http(http: HttpConfig) -> BoundHttp:
+    """Load the TLS certificate and key (when configured) and bind ``http.listen``
+    (every address the host name has; port 0: any free port). Blocking, no event loop
+    needed: a daemon started as root does it before it drops root, so the key may be
+    readable by root only (memfs/privilege.py). Raises OSError when the certificate
+    cannot be loaded or an address cannot be bound."""
     host, port = http.address
     tls = None
     if http.tls_cert is not None and http.tls_key is not None:
@@ -153,17 +166,37 @@ async def serve_http(app: Starlette, http: HttpConfig, limits: HttpLimits, *, st
             raise OSError(f"cannot load [http] tls_cert {http.tls_cert} and tls_key "
                           f"{http.tls_key}: {error.strerror or error}") from None
         tls.set_alpn_protocols(["http/1.1"])
+    bound = BoundHttp([], tls, [])
     try:
-        listeners = await trio.open_tcp_listeners(port, host=host)
-        scheme = "https" if tls else "http"
-        urls = []
-        for listener in listeners:
-            bound_host, bound_port = listener.socket.getsockname()[:2]
-            urls.append(f"{scheme}://[{bound_host}]:{bound_port}" if ":" in bound_host
-                        else f"{scheme}://{bound_host}:{bound_port}")
-        server = HttpServer(app, limits, tls=tls, counted=counted)
+        for family, _type, _proto, _name, address in socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE):
+            sock = socket.create_server(address, family=family, backlog=socket.SOMAXCONN)
+            bound.sockets.append(sock)
+            bound_host, bound_port = sock.getsockname()[:2]
+            scheme = "https" if tls else "http"
+            bound.urls.append(f"{scheme}://[{bound_host}]:{bound_port}" if ":" in bound_host
+                              else f"{scheme}://{bound_host}:{bound_port}")
+    except BaseException:
+        bound.close()
+        raise
+    return bound
+
+
+async def serve_http(app: Starlette, bound: BoundHttp, limits: HttpLimits, *,
+                     stop: trio.Event, stopped: trio.Event,
+                     counted: Callable[[int], None] | None = None,
+                     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED
+                     ) -> None:
+    """Serve ``app`` (its lifespan around it) on the sockets of `bind_http` within
+    ``limits`` until ``stop`` is set (in-flight requests then get
+    http_server.GRACEFUL_SECONDS). Reports the URLs when serving; sets ``stopped``
+    when done. ``counted``: see HttpServer."""
+    try:
+        listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+                     for sock in bound.sockets]
+        server = HttpServer(app, limits, tls=bound.tls, counted=counted)
         async with app.router.lifespan_context(app), trio.open_nursery() as nursery:
             await nursery.start(server.serve, listeners, stop)
-            task_status.started(urls)
+            task_status.started(bound.urls)
     finally:
         stopped.set()

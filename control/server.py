@@ -89,32 +89,40 @@ def max_line_bytes(max_file_size: int) -> int:
     return max_file_size * 4 // 3 + 64 * 1024
 
 
-async def _clear_stale_socket(path: Path) -> None:
+def _clear_stale_socket(path: Path) -> None:
     if not path.exists() and not path.is_symlink():
         return
-    probe = trio.socket.socket(stdsocket.AF_UNIX, stdsocket.SOCK_STREAM)
-    try:
-        await probe.connect(os.fspath(path))
-    except OSError as error:
-        if error.errno not in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK):
-            raise
-        path.unlink(missing_ok=True)  # left by a dead daemon
-        return
-    finally:
-        probe.close()
+    with stdsocket.socket(stdsocket.AF_UNIX, stdsocket.SOCK_STREAM) as probe:
+        probe.setblocking(False)  # a live daemon's socket accepts (or is full) at once
+        try:
+            probe.connect(os.fspath(path))
+        except OSError as error:
+            if error.errno == errno.EAGAIN:  # its backlog is full: it is alive
+                raise SocketInUse(f"{path} is in use by another running daemon") from None
+            if error.errno not in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK):
+                raise
+            path.unlink(missing_ok=True)  # left by a dead daemon
+            return
     raise SocketInUse(f"{path} is in use by another running daemon")
 
 
-async def open_listener(path: Path) -> trio.SocketListener:
-    """Bind the control socket (mode 0666: any local uid may connect; the kernel tells
-    us who it is). Clears a stale socket file; raises SocketInUse for a live one."""
+def bind_listener(path: Path) -> stdsocket.socket:
+    """Bind and listen on the control socket (mode 0666: any local uid may connect;
+    the kernel tells us who it is). Clears a stale socket file; raises SocketInUse for
+    a live one. Blocking, no event loop needed: a daemon started as root binds it
+    before it drops root (memfs/privilege.py); serve it with ``trio.SocketListener(
+    trio.socket.from_stdlib_socket(sock))``."""
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    await _clear_stale_socket(path)
-    sock = trio.socket.socket(stdsocket.AF_UNIX, stdsocket.SOCK_STREAM)
-    await sock.bind(os.fspath(path))
-    os.chmod(path, 0o666)
-    sock.listen(256)
-    return trio.SocketListener(sock)
+    _clear_stale_socket(path)
+    sock = stdsocket.socket(stdsocket.AF_UNIX, stdsocket.SOCK_STREAM)
+    try:
+        sock.bind(os.fspath(path))
+        os.chmod(path, 0o666)
+        sock.listen(256)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 class ConnectionTable:

@@ -195,6 +195,8 @@ class HttpConfig(_Strict):
 
 class Config(_Strict):
     root: Path
+    # the unprivileged user a daemon started as root serves as (memfs/privilege.py)
+    user: str = Field(default="memfs", pattern=r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
     mount: Path = Path("/memory")
     socket: Path = Path("/run/memfs/control.sock")
     delegates: list[int] = Field(default_factory=list)  # uids that may act for any agent

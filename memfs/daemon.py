@@ -1,20 +1,27 @@
-"""The daemon's composition root: one function assembles engine, jail, mount,
-control socket and (with ``[http]``) the HTTP listener in one nursery, tells systemd
-when all are up (``READY=1``), and turns SIGINT/SIGTERM into a clean shutdown
-(``STOPPING=1``; HTTP requests in flight finish, the mount is unmounted, the socket
-removed, the jail launcher stopped)."""
+"""The daemon's composition root. `start` opens everything in the order the privilege
+model needs (memfs/privilege.py): as root, the privileged phase (the root, the mount
+point and the socket's directory handed to the service user; the control socket and
+the HTTP listener bound), then the drop; then, as any user, the engine, the mount and
+the lock-down. `run` then recovers and serves engine, jail, mount, control socket
+and (with ``[http]``) the HTTP listener in one nursery, tells systemd when all are up
+(``READY=1``), and turns SIGINT/SIGTERM into a clean shutdown (``STOPPING=1``; HTTP
+requests in flight finish, the mount is unmounted, the socket removed, the jail
+launcher stopped)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,10 +32,11 @@ from control.server import (
     ControlServer,
     ServerLimits,
     SocketInUse,
+    bind_listener,
     max_line_bytes,
-    open_listener,
 )
 from jail import Jail, JailError, JailSettings
+from memfs import privilege
 from memfs.config import Config, ConfigError, load_config
 from memfs.memory.model import Memory
 from memfs.sdnotify import notify
@@ -37,7 +45,9 @@ from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
 
 if TYPE_CHECKING:
+    from control.http_app import BoundHttp
     from control.http_server import HttpLimits
+    from memfs.fuse.mount import Mount
 
 log = logging.getLogger("memfs")
 
@@ -162,45 +172,110 @@ def connection_limits(config: Config, fd_limit: int) -> tuple[ServerLimits, Http
     )
 
 
-async def run(config: Config, *, mount: bool = True, banner: str | None = None) -> None:
-    """Serve until SIGINT/SIGTERM. Returns after everything is torn down."""
+@dataclass
+class Started:
+    """What `start` opened, for `run` to serve."""
+
+    limits: ServerLimits
+    http_limits: HttpLimits | None
+    control: socket.socket
+    http: BoundHttp | None
+    jail: Jail
+    engine: Engine
+    mount: Mount | None
+
+
+def start(config: Config, stack: contextlib.ExitStack, *, mount: bool = True) -> Started:
+    """Open everything the daemon serves, each closed by ``stack``, in this order. As
+    root only: the root, the mount point and the socket's directory handed to the
+    service user (config ``user``), and what root left in the root adopted. Then, as
+    root or as the user who started the daemon: the HTTP listener and the control
+    socket bound, and (as root) root dropped for good. From there on, exactly as for a
+    start by a normal user: the jail started, the engine opened (no store file read),
+    the view mounted (through the setuid fusermount3), and the process locked down
+    (no_new_privs, not dumpable, no capability) before `run` reads a store, a request
+    or a connection."""
     limits, http_limits = connection_limits(config, raise_fd_limit())
+    user = privilege.service_user(config.user) if os.geteuid() == 0 else None
+    if user is not None:
+        privilege.hand_over(config, user, mount=mount)
+    bound = None
+    if config.http is not None:
+        from control.http_app import bind_http
+
+        bound = bind_http(config.http)  # the TLS key may be readable by root only
+        stack.callback(bound.close)
+    control = bind_listener(config.socket)
+    stack.callback(_remove_socket, config.socket)  # ours to remove, once bound
+    stack.callback(control.close)
+    if user is not None:
+        privilege.drop(user)
+    jail = start_jail(config)  # under the service user: the jail needs no privilege
+    stack.callback(jail.close)
     engine = Engine(config)
-    jail = None
-    listener = None
+    stack.callback(engine.close)
+    mounted = None
+    if mount:
+        from memfs.fuse.mount import mount as mount_view
+
+        others = any(agent.uid != os.geteuid() for agent in config.agents.values())
+        mounted = mount_view(engine, config.mount, allow_other=others)
+        stack.callback(mounted.close)
+    privilege.lock_down()
+    return Started(limits, http_limits, control, bound, jail, engine, mounted)
+
+
+def _remove_socket(path: Path) -> None:
+    """Remove our control socket; a socket in a folder the service user may not write
+    (one it did not make, e.g. shared with root's files) is left for the next start
+    to clear as stale."""
+    try:
+        path.unlink(missing_ok=True)
+    except PermissionError:
+        log.info("left %s: its folder is not writable by uid %d (the next start clears "
+                 "it)", path, os.geteuid())
+
+
+async def run(config: Config, started: Started, *,
+              banner: Callable[[Engine], str] | None = None) -> None:
+    """Serve what `start` opened until SIGINT/SIGTERM. ``banner`` is called in a
+    worker thread once the engine has recovered, before serving (the demo seeds its
+    stores there); what it returns is printed once serving."""
+    engine, jail = started.engine, started.jail
     dispatcher: Dispatcher | None = None
     metrics = None
     try:
-        jail = await trio.to_thread.run_sync(start_jail, config)
         memory = Memory(engine)
         if config.http is not None:
             from control.metrics import MeasuredControlServer, MeasuredDispatcher, Metrics
 
             metrics = Metrics()
             dispatcher = MeasuredDispatcher(engine, jail, memory, metrics=metrics)
-            server: ControlServer = MeasuredControlServer(dispatcher, limits, metrics=metrics)
+            server: ControlServer = MeasuredControlServer(dispatcher, started.limits,
+                                                          metrics=metrics)
             engine.observe_commits(metrics.commit_seconds.observe)
             jail.observer = metrics.jail_run
         else:
             dispatcher = Dispatcher(engine, jail, memory)
-            server = ControlServer(dispatcher, limits)
+            server = ControlServer(dispatcher, started.limits)
         await trio.to_thread.run_sync(engine.recover)
         await trio.to_thread.run_sync(memory.repair)
         await sweep_seen_records(engine, first=True)
-        listener = await open_listener(config.socket)
+        text = None if banner is None else await trio.to_thread.run_sync(banner, engine)
+        listener = trio.SocketListener(trio.socket.from_stdlib_socket(started.control))
         async with trio.open_nursery() as nursery:
             changed_elsewhere: list[Callable[[str], None]] = []
-            if mount:
+            if started.mount is not None:
                 from memfs.fuse.mount import serve_mount
 
-                view = await nursery.start(serve_mount, engine, config.mount)
+                view = await nursery.start(serve_mount, started.mount)
                 changed_elsewhere.append(view.store_changed)
             nursery.start_soon(sweep_seen_records, engine)
             nursery.start_soon(maintain_history, engine)
             await nursery.start(server.serve, listener)
             nursery.start_soon(check_shared_root, config.root)
             http_stop = http_stopped = None
-            where = f"mount {config.mount}, " if mount else ""
+            where = f"mount {config.mount}, " if started.mount is not None else ""
             feed = None
             if config.http is not None:
                 from control.http_app import build_app, serve_http
@@ -212,9 +287,9 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
                 engine.commit_listeners.append(feed.committed)
                 changed_elsewhere.append(feed.store_changed)
                 app = build_app(dispatcher, config.http, metrics, feed)
-                assert http_limits is not None
+                assert started.http is not None and started.http_limits is not None
                 urls = await nursery.start(functools.partial(
-                    serve_http, app, config.http, http_limits, stop=http_stop,
+                    serve_http, app, started.http, started.http_limits, stop=http_stop,
                     stopped=http_stopped, counted=metrics.http_connection if metrics else None))
                 log.info("http: listening on %s", ", ".join(urls))
                 where += f"http {', '.join(urls)}, "
@@ -223,8 +298,8 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
                 nursery.start_soon(watch_other_daemons, engine, _each(changed_elsewhere))
             log.info("serving: %ssocket %s, root %s", where, config.socket, config.root)
             notify(f"READY=1\nSTATUS=serving: {where}socket {config.socket}")
-            if banner:
-                print(banner, file=sys.stderr, flush=True)
+            if text:
+                print(text, file=sys.stderr, flush=True)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     log.info("%s received: shutting down", signal.Signals(signum).name)
@@ -239,15 +314,8 @@ async def run(config: Config, *, mount: bool = True, banner: str | None = None) 
                     nursery.cancel_scope.cancel()
                     break
     finally:
-        try:
-            if listener is not None:  # ours to remove; never another daemon's socket
-                config.socket.unlink(missing_ok=True)
-            if config.http is not None and dispatcher is not None:
-                _flush_tokens(dispatcher)
-        finally:
-            if jail is not None:
-                jail.close()
-            engine.close()
+        if config.http is not None and dispatcher is not None:
+            _flush_tokens(dispatcher)
 
 
 async def check_shared_root(root: Path) -> None:
@@ -365,9 +433,10 @@ def main_serve(*, config_path: str | None, demo: bool, mount: bool,
     banner = None
     try:
         if demo:
-            from memfs.demo import demo_config
+            from memfs.demo import demo_config, demo_uid, prepare_demo
 
-            config = demo_config(os.getuid())
+            config = demo_config(demo_uid())
+            banner = prepare_demo
         elif config_path:
             config = load_config(Path(config_path))
         else:
@@ -376,15 +445,12 @@ def main_serve(*, config_path: str | None, demo: bool, mount: bool,
             return 2
         if socket_path:
             config = config.model_copy(update={"socket": Path(socket_path)})
-        if demo:
-            from memfs.demo import demo_banner, demo_token, seed
-
-            seed(config)
-            banner = demo_banner(config, demo_token(config))
-        try:
-            trio.run(functools.partial(run, config, mount=mount, banner=banner))
-        except BaseExceptionGroup as group:  # trio wraps a start-up error in a group
-            raise _sole_error(group) from None
+        with contextlib.ExitStack() as stack:
+            started = start(config, stack, mount=mount)
+            try:
+                trio.run(functools.partial(run, config, started, banner=banner))
+            except BaseExceptionGroup as group:  # trio wraps a start-up error in a group
+                raise _sole_error(group) from None
     except ConfigError as error:
         print(f"memfs: {error}", file=sys.stderr)
         return 2

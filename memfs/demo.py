@@ -1,7 +1,10 @@
 """The embedded default behind ``memfs serve --demo``: a private root with two demo
 stores and a few notes, a structured store ``team`` with a task and a decision, the
-invoking uid mapped to agent ``demo``, and the HTTP listener on 127.0.0.1:7800 with a
-fresh bearer token for ``demo`` printed in the banner."""
+invoking uid (the one behind sudo, under sudo) mapped to agent ``demo``, and the HTTP
+listener on 127.0.0.1:7800 with a fresh bearer token for ``demo`` printed in the
+banner. Started as root (scripts/demo), the daemon serves as the service user
+``memfs``, which it hands the demo root /var/lib/memfs-demo to; the stores are seeded
+after that drop (`prepare_demo`), never as root."""
 
 from __future__ import annotations
 
@@ -37,8 +40,18 @@ NOTES = {
 }
 
 
+def demo_uid() -> int:
+    """The uid agent ``demo`` is: the invoking user's (``SUDO_UID`` when root runs the
+    demo through sudo)."""
+    behind_sudo = os.environ.get("SUDO_UID", "")
+    return int(behind_sudo) if os.getuid() == 0 and behind_sudo.isdigit() else os.getuid()
+
+
 def demo_config(uid: int) -> Config:
-    root = DEMO_ROOT if uid == 0 else Path(os.environ.get("XDG_RUNTIME_DIR", "/tmp")) / "memfs-demo"
+    """The demo's config, agent ``demo`` being ``uid``; its root is DEMO_ROOT when
+    started as root, else under ``$XDG_RUNTIME_DIR``."""
+    root = (DEMO_ROOT if os.geteuid() == 0
+            else Path(os.environ.get("XDG_RUNTIME_DIR", "/tmp")) / "memfs-demo")
     agents = {"demo": {"uid": uid, "stores": {"oncall-notes": "read_write",
                                               "payments": "read_write", "team": "read_write"}}}
     if uid != REVIEWER_UID:
@@ -58,26 +71,29 @@ def demo_config(uid: int) -> Config:
     )
 
 
-def seed(config: Config) -> None:
+def seed(engine: Engine) -> None:
     """Write the demo notes, a task and a decision that are missing; never overwrites."""
-    engine = Engine(config)
-    try:
-        for raw, text in NOTES.items():
-            path = parse_path(raw)
-            if engine.current_digest(path) is None:
-                engine.write("demo", path, text.encode(), force=True)
-        memory = Memory(engine)
-        if not memory.task_list("reviewer", "team"):
-            memory.task_add("reviewer", "team", "drain-retry-queue",
-                            "Drain the payments-retry queue after scaling consumers",
-                            "See payments/runbooks/retry-queue.md.")
-        if not memory.decision_list("reviewer", "team"):
-            memory.decision_record(
-                "reviewer", "team", title="Scale retry consumers before draining",
-                decision="Scale payments-retry to 8 consumers first, then drain.",
-                reason="Draining with 2 consumers took 40 minutes on 2026-10-21.")
-    finally:
-        engine.close()
+    for raw, text in NOTES.items():
+        path = parse_path(raw)
+        if engine.current_digest(path) is None:
+            engine.write("demo", path, text.encode(), force=True)
+    memory = Memory(engine)
+    if not memory.task_list("reviewer", "team"):
+        memory.task_add("reviewer", "team", "drain-retry-queue",
+                        "Drain the payments-retry queue after scaling consumers",
+                        "See payments/runbooks/retry-queue.md.")
+    if not memory.decision_list("reviewer", "team"):
+        memory.decision_record(
+            "reviewer", "team", title="Scale retry consumers before draining",
+            decision="Scale payments-retry to 8 consumers first, then drain.",
+            reason="Draining with 2 consumers took 40 minutes on 2026-10-21.")
+
+
+def prepare_demo(engine: Engine) -> str:
+    """Seed what is missing and make a new token for ``demo``; returns the banner. The
+    daemon calls it once its engine has recovered, before it serves."""
+    seed(engine)
+    return demo_banner(engine.config, demo_token(engine.config))
 
 
 def demo_token(config: Config) -> str:

@@ -2,13 +2,17 @@
 
 Tests run as root. Agents are plain numeric uids (no passwd entry needed); a client
 for uid U is a socket connected while the test process's effective uid is U, which
-is exactly what the daemon reads with SO_PEERCRED.
+is exactly what the daemon reads with SO_PEERCRED. Daemons are started as root, so
+each one serves as the service user DAEMON_USER after its privileged phase
+(memfs/privilege.py): a file a test plants in a backing directory as an operator's
+change must be that user's (`plant`), as the README tells operators.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import re
 import signal
 import subprocess
@@ -38,6 +42,30 @@ UID_A, UID_B, UID_C, UID_UNKNOWN = 2001, 2002, 2003, 2999
 SLOWDOWN = float(os.environ.get("MEMFS_TEST_SLOWDOWN") or 1)
 if not SLOWDOWN >= 1:
     raise ValueError(f"MEMFS_TEST_SLOWDOWN must be a number >= 1, not {SLOWDOWN}")
+
+
+DAEMON_USER = "memfs"  # config `user`'s default: scripts/setup creates it
+
+
+def daemon_ids() -> tuple[int, int]:
+    """The uid and gid a daemon started as root serves as (DAEMON_USER's)."""
+    entry = pwd.getpwnam(DAEMON_USER)
+    return entry.pw_uid, entry.pw_gid
+
+
+def plant(path: Path, data: bytes | str = b"") -> Path:
+    """An operator's change in a store's backing directory, made the way the README
+    says (as the memfs user): write ``data`` to ``path`` and create its missing
+    folders, each owned by the daemon's user (memfs shows no file of another owner).
+    Returns ``path``."""
+    uid, gid = daemon_ids()
+    missing = [parent for parent in reversed(path.parents) if not parent.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for folder in missing:
+        os.chown(folder, uid, gid)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    os.chown(path, uid, gid, follow_symlinks=False)
+    return path
 
 
 def scaled(seconds: float) -> float:
@@ -110,11 +138,13 @@ class Daemon:
 
     def __init__(self, config: Mapping[str, Any], *, mount: bool = False,
                  config_path: Path | None = None, nofile: tuple[int, int] | None = None,
-                 wrapper: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
+                 wrapper: Sequence[str] = (), env: Mapping[str, str] | None = None,
+                 user: str | None = None) -> None:
         """``nofile``: start the daemon with this (soft, hard) RLIMIT_NOFILE.
         ``wrapper``: argv run in front of ``memfs serve`` (e.g. nsenter into a network
         namespace); it must exec the daemon so that its pid is the daemon's.
-        ``env``: added to the daemon's environment."""
+        ``env``: added to the daemon's environment. ``user``: start it as this user
+        (with its group and no other) instead of root: no privileged phase at all."""
         self.config = dict(config)
         self.nofile = nofile
         self.wrapper = list(wrapper)
@@ -127,6 +157,7 @@ class Daemon:
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_start = 0
         self.env = dict(env or {})  # added to the daemon's environment
+        self.user = user
 
     def start(self, timeout: float = 120.0) -> Daemon:
         argv = [*self.wrapper, *MEMFS, "serve", "--config", str(self.config_path)]
@@ -136,8 +167,12 @@ class Daemon:
             argv = ["prlimit", f"--nofile={self.nofile[0]}:{self.nofile[1]}", "--", *argv]
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115 - kept for the process's life
+        as_user: dict[str, Any] = {}
+        if self.user is not None:
+            entry = pwd.getpwnam(self.user)
+            as_user = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
         self.proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=REPO,
-                                     env={**os.environ, **self.env})
+                                     env={**os.environ, **self.env}, **as_user)
         timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -1,10 +1,16 @@
 """Mounting the read-only per-agent view (memfs/fuse/view.py) with pyfuse3 on trio.
 
-``serve_mount`` prepares the mount point (creates it, clears a stale mount left by a
-daemon that died), mounts with ``fsname=memfs,allow_other,ro`` (no
-``default_permissions``: the daemon decides per agent), reports started, serves until
-cancelled and then unmounts. Problems that make mounting impossible raise
-`MountError` with a message meant for the operator.
+`mount` prepares the mount point (creates it, clears a stale mount left by a daemon
+that died) and mounts with ``fsname=memfs,ro,auto_unmount`` (and ``allow_other`` when
+other uids than the daemon's use the mount; no ``default_permissions``: the daemon
+decides per agent). The daemon is never root by then (memfs/privilege.py): libfuse
+mounts through the setuid ``fusermount3``, which, with ``auto_unmount``, stays
+running as a tiny root helper that only waits for the daemon's end of a socket to
+close and then unmounts, so a daemon that is killed leaves no mount behind.
+`serve_mount` serves until cancelled; `Mount.close` then ends the FUSE session
+without ``fusermount3 -u`` (no_new_privs forbids it) and lets the helper unmount.
+Problems that make mounting impossible raise `MountError` with a message meant for
+the operator.
 
 The request loop. pyfuse3's reader tasks wait for every request with a trio lock and
 ``wait_readable`` on /dev/fuse: two passes through the trio scheduler, an epoll_ctl
@@ -19,13 +25,6 @@ it polls for up to SPIN_SECONDS first (a sequential client, e.g. ``cat`` or ``rg
 the daemon's sleep and wake-up, the bulk of the round trip), then waits as before.
 After a slow wait it polls again before reading, so a request taken meanwhile by
 another reader task can never leave this one blocked in read().
-
-Readahead. The kernel reads ahead of a sequential reader by the mount's
-``read_ahead_kb`` (its backing device info, 128 KiB by default), and never asks for
-more than that in one READ: a big file whose pages are not cached cost one request
-per 128 KiB. `_set_readahead` raises it to READ_AHEAD_KB, the largest READ the
-session accepts (libfuse offers 256 pages), so a cold sequential read takes an
-eighth of the requests (64 instead of 512 for 64 MiB).
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ import select
 import shutil
 import stat
 import subprocess
-import threading
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -50,19 +49,20 @@ import pyfuse3
 import trio
 
 from memfs.fuse.view import MemoryView
+from memfs.privilege import make_folders
 from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
 
 log = logging.getLogger("memfs.fuse.mount")
 
-MOUNT_OPTIONS = frozenset({"fsname=memfs", "subtype=memfs", "allow_other", "ro", "noatime"})
+MOUNT_OPTIONS = frozenset({"fsname=memfs", "subtype=memfs", "ro", "noatime", "auto_unmount"})
 MNT_DETACH = 2
 # pyfuse3 reader tasks: hot handlers never await, so one task serves them back to
 # back; more are spawned only while a handler awaits a worker thread (big files).
 MIN_TASKS, MAX_TASKS = 1, 32
 POLL_BUDGET = 64  # requests taken without a scheduler pass (see the module docstring)
 SPIN_SECONDS = 30e-6  # how long a reader polls for the next request before sleeping
-READ_AHEAD_KB = 1024  # the mount's readahead (see the module docstring)
+UNMOUNT_SECONDS = 10.0  # how long a stop waits for fusermount3 to unmount
 _STALE = (errno.ENOTCONN, errno.ECONNABORTED)
 
 
@@ -125,8 +125,7 @@ def prepare_mountpoint(path: Path) -> None:
             st = os.stat(path)
         except FileNotFoundError:
             try:
-                path.mkdir(mode=0o755, parents=True)
-                os.chmod(path, 0o755)
+                make_folders(path, 0o755)
             except OSError as error:
                 raise MountError(f"cannot create mount point {path}: {error.strerror}") from None
             return
@@ -149,47 +148,23 @@ def prepare_mountpoint(path: Path) -> None:
         raise MountError(f"cannot use mount point {path}: permission denied")
 
 
-def _mount_device(path: Path) -> str | None:
-    """MAJOR:MINOR of the file system mounted exactly at ``path`` (per mountinfo): read
-    from there, never by stat'ing the mount, which would wait for our own loop."""
-    target = os.fsencode(path)
-    with contextlib.suppress(OSError), open("/proc/self/mountinfo", "rb") as handle:
-        found = None
-        for line in handle:
-            fields = line.split(b" ")
-            if len(fields) > 4 and _unescape(fields[4]) == target:
-                found = fields[2].decode("ascii", "replace")  # the last one is on top
-        return found
-    return None
-
-
-def _set_readahead(path: Path, kib: int = READ_AHEAD_KB) -> None:
-    """Set the readahead of the mount at ``path`` (see the module docstring); a
-    missing or read-only /sys only costs speed. Blocking, and only once the session
-    is initialised (the kernel clamps the readahead to what INIT agreed): call it in
-    a thread of its own while the request loop runs."""
-    with contextlib.suppress(OSError):
-        os.statvfs(path)  # answered only after INIT: served by our own loop
-    # (the parent resolved, never the mount itself: that would wait for our own loop)
-    device = _mount_device(Path(os.path.realpath(path.parent)) / path.name)
-    if device is None:
-        return
-    try:
-        Path(f"/sys/class/bdi/{device}/read_ahead_kb").write_text(f"{kib}\n")
-    except OSError as error:
-        log.debug("readahead of %s left as it is: %s", path, error)
-
-
-def _fuse_fd() -> int | None:
-    """The process's /dev/fuse descriptor (pyfuse3 does not expose it), if exactly one."""
-    found = []
+def _open_fds() -> dict[int, str]:
+    """This process's descriptors, each with what it is (``/dev/fuse``,
+    ``socket:[INODE]``, ...: the link in /proc/self/fd)."""
+    found = {}
     for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}") == "/dev/fuse":
-                found.append(int(name))
-        except OSError:
-            continue
-    return found[0] if len(found) == 1 else None
+        with contextlib.suppress(OSError):
+            found[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+    return found
+
+
+def _children() -> set[int]:
+    """The pids of this process's children (those of every thread)."""
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as handle:
+            found.update(int(pid) for pid in handle.read().split())
+    return found
 
 
 class _FastWait:
@@ -223,12 +198,12 @@ class _FastWait:
                 return True
 
 
-def _install_fast_wait() -> Callable[[], None]:
-    """Replace pyfuse3's wait for requests; returns the function that undoes it."""
+def _install_fast_wait(fd: int) -> Callable[[], None]:
+    """Replace pyfuse3's wait for requests on /dev/fuse ``fd``; returns the function
+    that undoes it."""
     original = getattr(pyfuse3, "_wait_fuse_readable", None)
-    fd = _fuse_fd()
-    if fd is None or original is None or not inspect.iscoroutinefunction(original):
-        log.debug("pyfuse3 request wait left as it is (fd %s, %r)", fd, original)
+    if original is None or not inspect.iscoroutinefunction(original):
+        log.debug("pyfuse3 request wait left as it is (%r)", original)
         return lambda: None
     pyfuse3._wait_fuse_readable = _FastWait(fd, original)  # type: ignore[attr-defined]
 
@@ -238,36 +213,120 @@ def _install_fast_wait() -> Callable[[], None]:
     return restore
 
 
-async def serve_mount(engine: Engine, mountpoint: Path, *,
-                      task_status: trio.TaskStatus[MemoryView] = trio.TASK_STATUS_IGNORED,
-                      ) -> None:
-    """Mount the view at ``mountpoint`` and serve it until cancelled; then unmount.
-    Reports the view as started (the daemon tells it about other daemons' changes)."""
+# The guardian's program (see Mount): wait until the daemon closes its pipe (at stop,
+# or the kernel when it dies), then until its FUSE connection is gone (a statfs waits
+# while the connection outlives its server), then exit.
+_GUARDIAN = ("import os, sys\nsys.stdin.buffer.read()\ntry:\n    os.statvfs(sys.argv[1])\n"
+             "except OSError:\n    pass\n")
+
+
+class Mount:
+    """The view mounted by `mount`: served by `serve_mount`, ended by `close`.
+
+    Unmounting is fusermount3's, with ``auto_unmount``: the helper (our child) waits
+    for our end of a socket to close and then unmounts, but only if opening the mount
+    fails with ENOTCONN. When the kernel ends a killed daemon it may close that socket
+    before /dev/fuse: the helper's open then waits on a connection about to be aborted,
+    fails with ECONNABORTED, and the mount stays (6 times in 20 SIGKILLs on a loaded
+    machine). So a guardian, a small process of ours, holds a second copy of that end
+    and lets it go only once the connection is dead (`_GUARDIAN`)."""
+
+    def __init__(self, view: MemoryView, mountpoint: Path, fuse_fd: int,
+                 channels: dict[int, str], helper: int | None) -> None:
+        self.view = view
+        self.mountpoint = mountpoint
+        self.fuse_fd = fuse_fd
+        self._channels = channels  # our end of fusermount3's socket: fd -> its inode
+        self.helper = helper
+        read, self._guardian_pipe = os.pipe()
+        try:
+            self.guardian = subprocess.Popen(
+                [sys.executable, "-S", "-c", _GUARDIAN, os.fspath(mountpoint)], stdin=read,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=list(channels),
+                cwd="/", start_new_session=True)
+        finally:
+            os.close(read)
+        self._closed = False
+
+    def close(self) -> None:
+        """End the FUSE session (the kernel's connection with it), then close our end
+        of the auto_unmount socket and the guardian's pipe, and wait, at most
+        UNMOUNT_SECONDS, for the helper to unmount and exit. No ``fusermount3 -u``:
+        no_new_privs keeps the setuid helper from working, and the helper that waits
+        does it. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        pyfuse3.close(unmount=False)  # closes /dev/fuse: the connection is dead now
+        now = _open_fds()
+        for fd, what in self._channels.items():
+            if now.get(fd) == what:  # still that socket (libfuse never closes it)
+                os.close(fd)
+        os.close(self._guardian_pipe)
+        deadline = time.monotonic() + UNMOUNT_SECONDS
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.guardian.wait(UNMOUNT_SECONDS)
+        while self.helper is not None and os.waitpid(self.helper, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                log.warning("fusermount3 (pid %d) has not unmounted %s after %.0f s",
+                            self.helper, self.mountpoint, UNMOUNT_SECONDS)
+                return
+            time.sleep(0.005)
+        log.info("unmounted %s", self.mountpoint)
+
+
+def mount(engine: Engine, mountpoint: Path, *, allow_other: bool) -> Mount:
+    """Mount the view of ``engine`` at ``mountpoint`` (with ``allow_other``: usable by
+    other uids than the daemon's, which needs ``user_allow_other`` in
+    /etc/fuse.conf); raises MountError saying what to check. Blocking; call it before
+    no_new_privs is set (memfs/privilege.py): libfuse runs the setuid fusermount3."""
     mountpoint = Path(mountpoint)
     prepare_mountpoint(mountpoint)
     view = MemoryView(engine)
+    options = set(MOUNT_OPTIONS) | ({"allow_other"} if allow_other else set())
+    fds_before, children_before = _open_fds(), _children()
     try:
-        pyfuse3.init(view, os.fspath(mountpoint), set(MOUNT_OPTIONS))
+        pyfuse3.init(view, os.fspath(mountpoint), options)
     except RuntimeError as error:
-        raise MountError(f"cannot mount {mountpoint}: {error} (is /dev/fuse available, "
-                         "and are we root?)") from None
-    view.attach()
-    restore_wait = _install_fast_wait()
-    unmounted_by_us = False
+        uid = os.geteuid()
+        raise MountError(
+            f"cannot mount {mountpoint}: {error} (fusermount3 says why above; check that "
+            f"/dev/fuse is usable by uid {uid} (mode 0666), that {mountpoint} is writable "
+            f"by uid {uid}" + (" and that /etc/fuse.conf has user_allow_other"
+                               if allow_other else "") + ")") from None
+    new = {fd: what for fd, what in _open_fds().items() if fds_before.get(fd) != what}
+    fuse_fd = next(fd for fd, what in new.items() if what == "/dev/fuse")
+    channels = {fd: what for fd, what in new.items() if what.startswith("socket:")}
+    helpers = [pid for pid in _children() - children_before if _command(pid) == "fusermount3"]
+    log.info("mounted %s (read-only, per-agent view%s)", mountpoint,
+             ", for every uid" if allow_other else "")
+    return Mount(view, mountpoint, fuse_fd, channels, helpers[0] if len(helpers) == 1 else None)
+
+
+def _command(pid: int) -> str | None:
+    """The command name of process ``pid`` (/proc/PID/comm: readable for any process,
+    unlike its executable)."""
     try:
-        log.info("mounted %s (read-only, per-agent view)", mountpoint)
+        with open(f"/proc/{pid}/comm") as handle:
+            return handle.read().rstrip("\n")
+    except OSError:
+        return None
+
+
+async def serve_mount(mounted: Mount, *,
+                      task_status: trio.TaskStatus[MemoryView] = trio.TASK_STATUS_IGNORED,
+                      ) -> None:
+    """Serve the mounted view until cancelled; then close the mount (`Mount.close`).
+    Reports the view as started (the daemon tells it about other daemons' changes)."""
+    view = mounted.view
+    view.attach()
+    restore_wait = _install_fast_wait(mounted.fuse_fd)
+    try:
         task_status.started(view)
-        threading.Thread(target=_set_readahead, args=(mountpoint,), daemon=True,
-                         name="memfs-readahead").start()
         await pyfuse3.main(min_tasks=MIN_TASKS, max_tasks=MAX_TASKS)
         # main() returns only when the kernel ended the session (someone unmounted us).
-        raise MountError(f"{mountpoint} was unmounted from outside the daemon")
+        raise MountError(f"{mounted.mountpoint} was unmounted from outside the daemon")
     finally:
         restore_wait()
         view.detach()
-        try:
-            pyfuse3.close(unmount=True)
-            unmounted_by_us = True
-        finally:
-            if unmounted_by_us:
-                log.info("unmounted %s", mountpoint)
+        mounted.close()

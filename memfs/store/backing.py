@@ -32,13 +32,14 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 DIR_MODE = 0o755  # o+rx: the jailed, unprivileged rg reads stores through fds
 FILE_MODE = 0o644
-OWNER_UID = os.geteuid()  # the daemon's files are its own (it never changes its euid)
 
 
 def is_kept(st: os.stat_result) -> bool:
     """True for a file memfs shows: regular, one link, owned by the daemon's uid.
-    (No link at all is fine: a version pinned open and since replaced or deleted.)"""
-    return stat.S_ISREG(st.st_mode) and st.st_nlink <= 1 and st.st_uid == OWNER_UID
+    (No link at all is fine: a version pinned open and since replaced or deleted.)
+    The uid is asked each time: a daemon started as root drops to its service user
+    once, after this module is imported (memfs/privilege.py)."""
+    return stat.S_ISREG(st.st_mode) and st.st_nlink <= 1 and st.st_uid == os.geteuid()
 
 
 def not_kept_reason(st: os.stat_result) -> str:
@@ -114,6 +115,8 @@ def open_for_append(parent_fd: int, name: str) -> int | None:
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ETXTBSY):
             raise InvalidInput(f"{name!r} is not a regular file memfs keeps") from None
+        if error.errno == errno.EACCES:
+            raise _not_openable(parent_fd, name) from None
         raise
     return _kept(fd, name)
 
@@ -122,13 +125,16 @@ def open_dir(parent_fd: int, name: str) -> int:
     """Open directory ``name`` under ``parent_fd`` without following symlinks.
 
     Raises FileNotFoundError if it does not exist, InvalidInput if it is not a
-    directory (a symlink, a file, anything else).
+    directory (a symlink, a file, anything else) or one the daemon may not open.
     """
     try:
         return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     except OSError as error:
         if error.errno in (errno.ENOTDIR, errno.ELOOP):
             raise InvalidInput(f"{name!r} is not a directory") from None
+        if error.errno == errno.EACCES:
+            raise InvalidInput(f"{name!r} is a folder the memfs daemon may not open (not "
+                               "its own); memfs never reads it") from None
         raise
 
 
@@ -178,8 +184,22 @@ def open_regular(parent_fd: int, name: str) -> int | None:
             raise InvalidInput(f"{name!r} is a symlink; memfs never follows symlinks") from None
         if error.errno in (errno.ENXIO, errno.EISDIR):
             raise InvalidInput(f"{name!r} is not a regular file") from None
+        if error.errno == errno.EACCES:
+            raise _not_openable(parent_fd, name) from None
         raise
     return _kept(fd, name)
+
+
+def _not_openable(parent_fd: int, name: str) -> InvalidInput:
+    """The error for the entry ``name`` of ``parent_fd`` that the daemon may not open
+    (EACCES: a file of another owner, e.g. root's): why memfs does not show it, from
+    its lstat."""
+    reason = "is not the memfs daemon's to open; memfs never reads it"
+    with contextlib.suppress(OSError):
+        st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        if not is_kept(st):
+            reason = not_kept_reason(st)
+    return InvalidInput(f"{name!r} {reason}")
 
 
 _UNSUPPORTED = -1  # from _Openat2.open: walk instead
@@ -237,6 +257,8 @@ class _Openat2:
             raise InvalidInput(f"{'/'.join(parts)!r}: a component is not a directory")
         if code in (errno.ENXIO, errno.EISDIR):
             raise InvalidInput(f"{'/'.join(parts)!r} is not a regular file")
+        if code == errno.EACCES:
+            return _UNSUPPORTED  # the walk says why (a folder or file it may not open)
         if code in (errno.ENOSYS, errno.EPERM, errno.EINVAL, errno.E2BIG):
             self._syscall = None  # not available here: walk from now on
             return _UNSUPPORTED

@@ -92,6 +92,13 @@ pygit2.option(pygit2.enums.Option.SET_MWINDOW_SIZE, 8 << 20)
 pygit2.option(pygit2.enums.Option.SET_MWINDOW_MAPPED_LIMIT, 64 << 20)
 pygit2.option(pygit2.enums.Option.SET_MWINDOW_FILE_LIMIT, 128)
 
+# The repositories are memfs's own: no system or user git config applies to them, and
+# none is looked for (libgit2 notes $HOME once, at import: a daemon that then drops
+# root could not even stat root's ~/.gitconfig).
+for _level in (pygit2.enums.ConfigLevel.SYSTEM, pygit2.enums.ConfigLevel.XDG,
+               pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.PROGRAMDATA):
+    pygit2.settings.search_path[_level] = ""
+
 
 class HistoryError(MemfsError):
     """A store's repository cannot be read or written (missing, corrupt, disk full).

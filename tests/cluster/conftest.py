@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import REPO, Daemon, public_tmpdir
+from tests.support import REPO, Daemon, daemon_ids, public_tmpdir
 
 SCRIPT = REPO / "scripts" / "cluster"
 STATE_DIR = Path(os.environ.get("MEMFS_TEST_CLUSTER_DIR", "/var/tmp/memfs-cluster-test"))
@@ -101,6 +101,7 @@ def cluster() -> Iterator[Cluster]:
                     pytrace=False)
     up_seconds = time.monotonic() - started
     sed_base = public_tmpdir("memfs-cluster-sed-")
+    os.chown(sed_base, *daemon_ids())  # each daemon builds its host's sed root here
     hosts = [Host(f"h{n}", f"{PREFIX}-h{n}", STATE_DIR / "mnt" / f"h{n}", sed_base / f"h{n}")
              for n in range(1, HOSTS + 1)]
     running = Cluster(hosts, up_seconds)

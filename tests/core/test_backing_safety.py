@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from control.client import InvalidError, NotFoundError
-from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
+from tests.support import UID_A, Daemon, connect_as, plant, public_tmpdir, standard_config
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def planted() -> Iterator[tuple[Daemon, Path]]:
     base = public_tmpdir()
     with Daemon(standard_config(base)) as daemon:
         notes = Path(daemon.config["root"]) / "stores" / "notes"
-        (notes / "real.md").write_text("real\n")
+        plant(notes / "real.md", "real\n")
         (notes / "link-to-passwd").symlink_to("/etc/passwd")
         (notes / "link-to-secret").symlink_to("../secret")
         (notes / "link-dir").symlink_to("/etc")
@@ -88,13 +88,14 @@ ROOT_ONLY = "ROOT-ONLY-CONTENT-9e07"
 
 @pytest.fixture(scope="module")
 def linked() -> Iterator[tuple[Daemon, Path]]:
-    """`notes` holds hard links to a file of the unattached store `secret` and to a
-    root-only 0600 file outside the root, plus a FIFO; all planted by root."""
+    """`notes` holds hard links to a file of the unattached store `secret` (the
+    daemon's own) and to a root-only 0600 file outside the root, plus a FIFO; all
+    planted by root."""
     base = public_tmpdir()
     with Daemon(standard_config(base, jail={"timeout_seconds": 5})) as daemon:
         stores = Path(daemon.config["root"]) / "stores"
         secret = stores / "secret" / "s.txt"
-        secret.write_text(f"{HARDLINK_SECRET}\n")
+        plant(secret, f"{HARDLINK_SECRET}\n")
         private = base / "root-only.txt"
         private.write_text(f"{ROOT_ONLY}\n")
         private.chmod(0o600)
@@ -104,7 +105,7 @@ def linked() -> Iterator[tuple[Daemon, Path]]:
         (notes / "sub").mkdir()
         os.link(private, notes / "sub" / "deep[1]*.txt")  # glob characters in the name
         os.mkfifo(notes / "fifo")
-        (notes / "real.md").write_text("real\n")
+        plant(notes / "real.md", "real\n")
         yield daemon, base
         for planted in (notes / "hl", notes / "hl-private", notes / "sub" / "deep[1]*.txt"):
             planted.unlink()
@@ -166,8 +167,7 @@ def test_a_planted_version_record_cannot_break_a_reply(planted: tuple[Daemon, Pa
     """A version record written by hand with an absurd time and an agent name no reply
     can carry: the read answers (the record's oddities are dropped), never internal."""
     daemon, notes = planted
-    target = notes / "odd-record.md"
-    target.write_text("odd\n")
+    target = plant(notes / "odd-record.md", "odd\n")
     st = target.stat()
     record = ('{"b3":"' + "0" * 64 + f'","size":{st.st_size},"mtime_ns":{st.st_mtime_ns},'
               '"agent":"\\ud800","at":' + "9" * 400 + "}")

@@ -21,7 +21,17 @@ from control.client import Client, ConflictError, MemfsClientError
 from control.mcp_tools import Connection, MemoryTools
 from tests.history.gitcheck import commits, head_files, repo_path, store_files
 from tests.http.test_metrics import scrape, value
-from tests.support import UID_A, UID_B, UID_C, Daemon, connect_as, memfs_as, public_tmpdir, run_as
+from tests.support import (
+    UID_A,
+    UID_B,
+    UID_C,
+    Daemon,
+    connect_as,
+    daemon_ids,
+    memfs_as,
+    public_tmpdir,
+    run_as,
+)
 
 HISTORY_STORES = ("notes", "team")
 STORES = (*HISTORY_STORES, "plain")
@@ -49,6 +59,8 @@ def small_filesystem(mountpoint: Path, image: Path, mib: int = 16) -> Iterator[P
 
 
 def disk_config(base: Path) -> dict[str, Any]:
+    (base / "jail").mkdir(exist_ok=True)
+    os.chown(base / "jail", *daemon_ids())  # the daemon builds its sed root there
     return {
         "root": str(base / "disk" / "root"),
         "mount": str(base / "memory"),
@@ -59,7 +71,7 @@ def disk_config(base: Path) -> dict[str, Any]:
                    "bob": {"uid": UID_B, "stores": {"notes": "read"}},
                    "carol": {"uid": UID_C, "stores": {"notes": "read"}}},
         "http": {"listen": "127.0.0.1:0"},
-        "jail": {"sed_root": str(base / "sed-root")},  # not on the small disk
+        "jail": {"sed_root": str(base / "jail" / "sed-root")},  # not on the small disk
     }
 
 
@@ -132,8 +144,8 @@ def snapshot(root: Path) -> dict[str, Any]:
 def assert_history_sound(root: Path) -> None:
     """``git fsck --strict`` is clean, and ``main``'s tree equals the files."""
     for store in HISTORY_STORES:
-        done = subprocess.run(["git", "--git-dir", str(repo_path(root, store)), "fsck",
-                               "--strict"], capture_output=True, text=True)
+        done = run_as(daemon_ids()[0], ["git", "--git-dir", str(repo_path(root, store)),
+                                        "fsck", "--strict"])
         assert done.returncode == 0, (store, done.stdout, done.stderr)
         assert head_files(root, store) == store_files(root, store), store
 
@@ -244,10 +256,13 @@ def test_a_full_disk_over_http_cli_and_mcp_and_in_metrics(daemon: Daemon,
 @contextlib.contextmanager
 def state_on_its_own_disk(part: str) -> Iterator[tuple[Path, Path]]:
     """(base, ROOT/state/PART): a config's root on the ordinary disk, but that part of
-    its state a small file system of its own, which a test fills."""
+    its state a small file system of its own (the daemon's user's, as an operator
+    would make it: the daemon adopts nothing on another file system), which a test
+    fills."""
     base = public_tmpdir(f"memfs-{part}-disk-")
     with small_filesystem(base / "root" / "state" / part, base / f"{part}.img",
                           mib=8) as mounted:
+        os.chown(mounted, *daemon_ids())
         yield base, mounted
 
 

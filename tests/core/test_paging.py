@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
+from tests.support import UID_A, Daemon, connect_as, plant, public_tmpdir, standard_config
 
 MiB = 1 << 20
 
@@ -31,7 +31,7 @@ def test_a_page_of_a_big_file_of_short_lines_is_cheap(daemon: Daemon) -> None:
     lines = 16 * MiB // 8  # "%07d\n": 8 bytes a line
     data = "".join(f"{n:07d}\n" for n in range(lines))
     stores = Path(daemon.config["root"]) / "stores" / "notes"
-    (stores / "big.log").write_text(data)  # planted: hashed once on first open
+    plant(stores / "big.log", data)  # planted: hashed once on first open
     assert daemon.proc is not None
     with connect_as(UID_A, daemon.socket) as alice:
         alice.stat("notes/big.log")  # version record made, digest cached

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import blake3
 import pygit2
 
 from memfs.store import backing
+from tests.support import as_euid, daemon_ids, run_as
+
+# The repositories are the daemon's user's (memfs): plain git reads them as that user,
+# as the README says; libgit2 here reads them as root, once told that is safe.
+pygit2.option(pygit2.enums.Option.SET_OWNER_VALIDATION, False)
 
 
 def repo_path(root: Path, store: str) -> Path:
@@ -50,13 +56,15 @@ def head_files(root: Path, store: str) -> dict[str, bytes]:
 
 
 def store_files(root: Path, store: str) -> dict[str, bytes]:
-    """What agents see of a store: the files memfs keeps, byte for byte."""
+    """What agents see of a store: the files memfs keeps, byte for byte (looked at as
+    the daemon's uid: memfs keeps the files its own uid owns)."""
     top = root / "stores" / store
-    fd = os.open(top, backing.DIR_FLAGS)
-    try:
-        return {e.rel: (top / e.rel).read_bytes() for e in backing.walk_files(fd)}
-    finally:
-        os.close(fd)
+    with as_euid(daemon_ids()[0]):
+        fd = os.open(top, backing.DIR_FLAGS)
+        try:
+            return {e.rel: (top / e.rel).read_bytes() for e in backing.walk_files(fd)}
+        finally:
+            os.close(fd)
 
 
 def trailers(commit: pygit2.Commit) -> dict[str, str]:
@@ -72,18 +80,27 @@ def introduced(commit: pygit2.Commit) -> dict[str, str]:
 
 
 def git(root: Path, store: str, *args: str) -> str:
-    done = subprocess.run(["git", "--git-dir", str(repo_path(root, store)), *args],
-                          capture_output=True, text=True, check=True)
-    return done.stdout
+    """Plain git on the store's repository, as its owner; its output."""
+    done = _git_as_owner(root, store, args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.decode()
+
+
+def _git_as_owner(root: Path, store: str,
+                  args: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
+    # as the repository's owner (a daemon's user, or root for a history opened by the
+    # test itself): git gc run as root would leave root's files in a daemon's repository
+    repo = repo_path(root, store)
+    return run_as(repo.stat().st_uid, ["git", "--git-dir", str(repo), *args])
 
 
 def assert_valid_git(root: Path, store: str) -> None:
     """`git fsck --strict` is clean and `git gc` works on the store's repository
     (invariant 9); a failure shows what git said."""
     for args in (["fsck", "--strict"], ["gc", "--quiet"]):
-        done = subprocess.run(["git", "--git-dir", str(repo_path(root, store)), *args],
-                              capture_output=True, text=True)
-        assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}{done.stdout}"
+        done = _git_as_owner(root, store, args)
+        said = (done.stderr + done.stdout).decode()
+        assert done.returncode == 0, f"git {' '.join(args)}: {said}"
 
 
 def loose_files(root: Path, store: str) -> list[Path]:

@@ -4,7 +4,7 @@ git reads the repository."""
 
 from __future__ import annotations
 
-import subprocess
+import os
 import time
 from pathlib import Path
 
@@ -12,7 +12,7 @@ import pytest
 
 from control.client import ConflictError, NotFoundError
 from tests.history.gitcheck import commits, git, store_files, trailers, tree_files
-from tests.support import UID_A, UID_B, Daemon, connect_as
+from tests.support import UID_A, UID_B, Daemon, connect_as, daemon_ids, public_tmpdir, run_as
 
 
 def test_each_change_is_one_commit(daemon: Daemon, root: Path) -> None:
@@ -67,16 +67,19 @@ def test_tree_equals_files_after_every_change(daemon: Daemon, root: Path) -> Non
         assert tree_files(commits(root, "notes")[0]) == store_files(root, "notes")
 
 
-def test_plain_git_reads_it(daemon: Daemon, root: Path, tmp_path: Path) -> None:
+def test_plain_git_reads_it(daemon: Daemon, root: Path) -> None:
     with connect_as(UID_B, daemon.socket) as bob:
         bob.write("notes/git/plain.md", "plain git\n", force=True)
     log = git(root, "notes", "log", "-p", "--format=%an %s", "-1")
     assert log.startswith("bob write notes/git/plain.md")
     assert "+plain git" in log
     git(root, "notes", "fsck", "--strict")
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(root / "state/history/notes.git"), str(clone)],
-                   check=True)
+    clone = public_tmpdir("memfs-clone-")
+    os.chown(clone, *daemon_ids())
+    clone /= "clone"
+    done = run_as(daemon_ids()[0], ["git", "clone", "-q", str(root / "state/history/notes.git"),
+                                    str(clone)])
+    assert done.returncode == 0, done.stderr
     cloned = {str(p.relative_to(clone)): p.read_bytes() for p in clone.rglob("*")
               if p.is_file() and ".git" not in p.relative_to(clone).parts}
     assert cloned == store_files(root, "notes")

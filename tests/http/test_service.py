@@ -32,6 +32,7 @@ def test_ready_after_everything_is_up_then_stopping(tmp_path: Path) -> None:
     address = str(Path(config["socket"]).parent / "notify.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
         listener.bind(address)
+        os.chmod(address, 0o666)  # as systemd's own: the daemon drops root before READY
         daemon = Daemon(config, mount=True)  # writes the config; started by hand below,
         argv = [*MEMFS, "serve", "--config", str(daemon.config_path)]  # with no polling
         log = open(daemon.log_path, "ab")  # noqa: SIM115 - closed below

@@ -7,11 +7,11 @@ checks them."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 from memfs.memory import records as r
+from tests import support
 
 SECTIONS = ["Next action", "Hazards", "Your open session", "Recent handoffs", "Tasks",
             "Changed since you read them"]
@@ -32,12 +32,9 @@ def forged(marker: str) -> str:
 
 
 def plant(store: Path, rel: str, text: str) -> None:
-    """A file written by hand in the backing directory, owned like the store's files."""
-    path = store / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    st = store.stat()
-    os.chown(path, st.st_uid, st.st_gid)
+    """A file written by hand in the backing directory, owned like the store's files
+    (the daemon's user's, its new folders too)."""
+    support.plant(store / rel, text)
 
 
 def task(task_id: str, *, status: str, holder: str | None = None,

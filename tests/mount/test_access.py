@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.mount.conftest import RG, Mounted, probe, snapshot
-from tests.support import UID_A, UID_C, UID_UNKNOWN, run_as
+from tests.support import UID_A, UID_C, UID_UNKNOWN, plant, run_as
 
 CONTENT = b"table marker: zebra-42\n"
 
@@ -214,8 +214,7 @@ def test_unknown_xattr_is_enodata(table: Mounted) -> None:
 
 def test_planted_specials_are_hidden_and_never_block(mounted: Mounted) -> None:
     store = mounted.backing("notes/planted")
-    store.mkdir(parents=True, exist_ok=True)
-    (store / "real.md").write_bytes(b"real\n")
+    plant(store / "real.md", b"real\n")
     os.symlink("/etc/passwd", store / "passwd-link")
     os.symlink("../../ops", store / "ops-link")  # a symlinked directory to another store
     os.symlink(str(mounted.root / "state"), store / "state-link")
@@ -225,7 +224,7 @@ def test_planted_specials_are_hidden_and_never_block(mounted: Mounted) -> None:
     sock.bind(str(store / "sock"))
     sock.close()
     # hard links planted by root: to a file of another store and to a root-only file
-    (mounted.backing("ops") / "linked.md").write_bytes(b"OPS-ONLY-CONTENT\n")
+    plant(mounted.backing("ops") / "linked.md", b"OPS-ONLY-CONTENT\n")
     private = mounted.base / "root-only"
     private.write_bytes(b"ROOT-ONLY-CONTENT\n")
     private.chmod(0o600)

@@ -1,8 +1,6 @@
-"""Big sequential reads through the mount: the readahead the daemon sets on its own
-mount (memfs/fuse/mount.py) makes the kernel ask for 1 MiB at a time, and changes
-nothing about what a handle returns: a cold read (the mount's pages dropped) returns
-exactly the version pinned at open, even when a new version is committed halfway
-through, and records exactly that version.
+"""Big sequential reads through the mount: a cold read (the mount's pages dropped)
+returns exactly the version pinned at open, even when a new version is committed
+halfway through, and records exactly that version.
 """
 
 from __future__ import annotations
@@ -10,10 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import time
-from pathlib import Path
 
-from memfs.fuse.mount import READ_AHEAD_KB, _mount_device
 from tests.mount.conftest import Mounted, cat, digest
 from tests.support import PYTHON, UID_A, UID_B
 
@@ -38,17 +33,6 @@ data = first + rest
 print(len(data), hashlib.sha256(data).hexdigest(),
       os.getxattr(sys.argv[1], "user.memfs.seen").decode(), flush=True)
 """
-
-
-def test_the_mount_reads_ahead_a_megabyte(mounted: Mounted) -> None:
-    mount = Path(os.path.realpath(mounted.mount.parent)) / mounted.mount.name
-    device = _mount_device(mount)
-    assert device is not None
-    setting = Path(f"/sys/class/bdi/{device}/read_ahead_kb")
-    deadline = time.monotonic() + 10  # set by a thread once the session is up
-    while setting.read_text().strip() != str(READ_AHEAD_KB):
-        assert time.monotonic() < deadline, setting.read_text()
-        time.sleep(0.05)
 
 
 def test_cold_big_read_returns_the_pinned_version_whole(mounted: Mounted) -> None:

@@ -23,7 +23,7 @@ import pytest
 
 from memfs.fuse.nodes import ENTRY_TIMEOUT
 from tests.mount.conftest import UID_D, Mounted, probe
-from tests.support import PYTHON, UID_A, UID_B, UID_C, connect_as, run_as
+from tests.support import PYTHON, UID_A, UID_B, UID_C, connect_as, plant, run_as
 
 
 def _fails(m: Mounted, uid: int, rel: str) -> None:
@@ -72,9 +72,7 @@ def test_name_planted_by_hand_appears_within_the_entry_timeout(mounted: Mounted)
     m = mounted
     rel = "notes/neg-planted.md"
     _fails(m, UID_C, rel)
-    backing = m.backing(rel)
-    backing.write_bytes(b"planted\n")
-    backing.chmod(0o644)
+    plant(m.backing(rel), b"planted\n")
     start = time.monotonic()
     while run_as(UID_C, ["cat", m.path(rel)]).stdout != b"planted\n":
         assert time.monotonic() - start < ENTRY_TIMEOUT + 2, "still hidden"

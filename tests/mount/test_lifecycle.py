@@ -1,6 +1,7 @@
-"""Mounting and unmounting: clean unmount on SIGTERM/SIGINT, a stale mount left by a
-daemon killed with SIGKILL is cleared by the next ``memfs serve``, an unusable mount
-point is a clear start-up error, and slow work never stalls the control socket."""
+"""Mounting and unmounting: clean unmount on SIGTERM/SIGINT, a stale mount (left when
+a daemon and its fusermount3 auto_unmount helper are both killed with SIGKILL) is
+cleared by the next ``memfs serve``, an unusable mount point is a clear start-up
+error, and slow work never stalls the control socket."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from control.client import Client
 from tests.mount.conftest import Mounted, mount_config, stop_mounted
-from tests.support import UID_A, UID_C, Daemon, connect_as, public_tmpdir, run_as
+from tests.support import UID_A, UID_C, Daemon, connect_as, plant, public_tmpdir, run_as
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -31,6 +32,12 @@ def test_signal_unmounts_cleanly(fresh_mount: Mounted, sig: int) -> None:
 @pytest.mark.slow
 def test_sigkill_leaves_a_stale_mount_that_the_next_daemon_clears(fresh_mount: Mounted) -> None:
     fresh_mount.write(UID_A, "notes/durable.md", b"still here\n")
+    assert fresh_mount.daemon.proc is not None
+    daemon_pid = fresh_mount.daemon.proc.pid
+    for task in os.listdir(f"/proc/{daemon_pid}/task"):  # its fusermount3 first: a
+        for child in Path(f"/proc/{daemon_pid}/task/{task}/children").read_text().split():
+            if Path(f"/proc/{child}/comm").read_text().strip() == "fusermount3":
+                os.kill(int(child), signal.SIGKILL)  # daemon alone leaves no mount
     fresh_mount.daemon.kill()
     done = run_as(UID_A, ["ls", str(fresh_mount.mount)])
     assert done.returncode != 0 and b"Transport endpoint is not connected" in done.stderr
@@ -101,10 +108,7 @@ def test_hashing_a_big_planted_file_does_not_stall_the_socket(fresh_mount: Mount
     socket keeps answering (the pin runs in a worker thread)."""
     names = [f"notes/big{i}.bin" for i in range(4)]
     for name in names:
-        backing = fresh_mount.backing(name)
-        with open(backing, "wb") as handle:
-            handle.write(os.urandom(16 * 1024 * 1024))
-        backing.chmod(0o644)
+        plant(fresh_mount.backing(name), os.urandom(16 * 1024 * 1024))
     latencies: list[float] = []
     done = threading.Event()
 

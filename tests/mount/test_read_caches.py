@@ -19,7 +19,7 @@ import pytest
 
 from memfs.store.versions import version_of
 from tests.mount.conftest import Mounted, cat, digest, probe1
-from tests.support import UID_A, UID_B, Daemon, connect_as, public_tmpdir, run_as
+from tests.support import UID_A, UID_B, Daemon, connect_as, plant, public_tmpdir, run_as
 
 SEEN = "user.memfs.seen"
 
@@ -79,9 +79,7 @@ def test_seen_record_removed_by_another_daemon_is_recorded_again(
 
 def test_file_changed_in_place_by_hand_is_hashed_again(mounted: Mounted) -> None:
     rel = "notes/cache-by-hand.md"
-    backing = mounted.backing(rel)
-    backing.write_bytes(b"planted\n")
-    backing.chmod(0o644)
+    backing = plant(mounted.backing(rel), b"planted\n")
     assert cat(mounted, UID_A, rel) == b"planted\n"
     assert cat(mounted, UID_A, rel) == b"planted\n"  # version known from memory now
     with open(backing, "ab") as handle:

@@ -20,7 +20,7 @@ import pytest
 
 from memfs.store.versions import APPENDING
 from tests.mount.conftest import UID_D, Mounted, cat, digest, probe, probe1
-from tests.support import PYTHON, UID_A, UID_B, UID_C, Daemon, connect_as, run_as
+from tests.support import PYTHON, UID_A, UID_B, UID_C, Daemon, connect_as, plant, run_as
 
 
 def size(m: Mounted, uid: int, rel: str) -> int:
@@ -281,9 +281,7 @@ def test_xattrs_digest_and_seen(mounted: Mounted) -> None:
 
 
 def test_xattr_digest_of_a_file_planted_by_hand(mounted: Mounted) -> None:
-    backing = mounted.backing("notes/planted-xattr.md")
-    backing.write_bytes(b"planted\n")
-    backing.chmod(0o644)
+    backing = plant(mounted.backing("notes/planted-xattr.md"), b"planted\n")
     try:
         assert probe1(UID_C, "getxattr", mounted.path("notes/planted-xattr.md"),
                       "user.memfs.digest") == {"ok": digest(b"planted\n")}

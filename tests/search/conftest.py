@@ -20,6 +20,7 @@ from tests.support import (
     public_tmpdir,
     standard_config,
 )
+from tests.support import plant as plant_file
 
 SECRET = "SECRET-PAYLOAD-7f3a"  # only ever written into the backing dir of `secret`
 SHADOW_MARK = "root:"  # the first field of /etc/shadow's first line
@@ -66,9 +67,7 @@ def plant(stores: Path) -> None:
     """What an attacker with access to the backing directory could leave in `notes`:
     symlinks into the `secret` store and to /etc/shadow. `secret` holds SECRET."""
     secret = stores / "secret"
-    secret.mkdir(exist_ok=True)
-    (secret / "s.txt").write_text(f"{SECRET}\npayments secret\n")
-    (secret / "s.txt").chmod(0o644)
+    plant_file(secret / "s.txt", f"{SECRET}\npayments secret\n")  # the daemon's own file
     notes = stores / "notes"
     (notes / "leak.md").symlink_to(secret / "s.txt")
     (notes / "leak-dir").symlink_to(secret)
