@@ -29,7 +29,7 @@ from control.server import (
     open_listener,
 )
 from jail import Jail, JailError, JailSettings
-from memfs.config import Config, ConfigError, load_config
+from memfs.config import Config, ConfigError, load_config, personal_config
 from memfs.memory.model import Memory
 from memfs.sdnotify import notify
 from memfs.store import shared_root
@@ -361,20 +361,24 @@ def _sole_error(error: BaseException) -> BaseException:
 
 
 def main_serve(*, config_path: str | None, demo: bool, mount: bool,
-               socket_path: str | None) -> int:
+               socket_path: str | None, personal: bool = False,
+               http_port: int | None = None) -> int:
     """Entry point of ``memfs serve``; returns the process exit code."""
     logging.basicConfig(level=logging.INFO, format="memfs: %(message)s", stream=sys.stderr)
     banner = None
     try:
-        if demo:
+        if personal:
+            config = personal_config(Path(config_path) if config_path else None,
+                                     http_port=http_port)
+        elif demo:
             from memfs.demo import demo_config
 
             config = demo_config(os.getuid())
         elif config_path:
             config = load_config(Path(config_path))
         else:
-            print("memfs serve: give --config FILE, or --demo for the embedded default",
-                  file=sys.stderr)
+            print("memfs serve: give --config FILE, --personal for this user's agents, or "
+                  "--demo for the embedded default", file=sys.stderr)
             return 2
         if socket_path:
             config = config.model_copy(update={"socket": Path(socket_path)})
@@ -383,6 +387,12 @@ def main_serve(*, config_path: str | None, demo: bool, mount: bool,
 
             seed(config)
             banner = demo_banner(config, demo_token(config))
+        if personal:
+            from memfs.personal import banner as personal_banner
+            from memfs.personal import private_dir
+
+            private_dir(str(config.socket.parent))  # e.g. /tmp/memfs-UID: ours, 0700
+            banner = personal_banner(config)
         try:
             trio.run(functools.partial(run, config, mount=mount, banner=banner))
         except BaseExceptionGroup as group:  # trio wraps a start-up error in a group

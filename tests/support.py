@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from control.client import Client
+from control.client import Client, PermissionDeniedError
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -66,7 +66,7 @@ def dump_toml(config: Mapping[str, Any]) -> str:
         if isinstance(table, Mapping):
             scalars = [f"{name} = {toml_value(body)}" for name, body in table.items()
                        if not isinstance(body, Mapping)]
-            if scalars:  # e.g. [jail] or [limits]: one table, every key under it
+            if scalars or not table:  # e.g. [jail] or [limits], or [personal] left empty
                 lines += [f"\n[{key}]", *scalars]
             for name, body in table.items():
                 if isinstance(body, Mapping):
@@ -156,8 +156,10 @@ class Daemon:
         try:
             with Client(str(self.socket)) as client:
                 client.call("whoami")
-        except Exception as error:
-            return "not mapped" in str(error)  # root is a delegate, not an agent: still up
+        except PermissionDeniedError:  # root is a delegate (or not served at all): up
+            return True
+        except Exception:
+            return False
         return True
 
     def _http_url(self) -> str | None:
