@@ -388,11 +388,11 @@ def main_serve(*, config_path: str | None, demo: bool, mount: bool,
             seed(config)
             banner = demo_banner(config, demo_token(config))
         if personal:
-            from memfs.personal import banner as personal_banner
-            from memfs.personal import private_dir
+            from memfs import personal as places
 
-            private_dir(str(config.socket.parent))  # e.g. /tmp/memfs-UID: ours, 0700
-            banner = personal_banner(config)
+            if str(config.socket) == places.socket_path():  # e.g. /tmp/memfs-UID: ours, 0700
+                places.private_dir(str(config.socket.parent))
+            banner = places.banner(config)
         try:
             trio.run(functools.partial(run, config, mount=mount, banner=banner))
         except BaseExceptionGroup as group:  # trio wraps a start-up error in a group

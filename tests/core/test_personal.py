@@ -7,6 +7,9 @@ unprivileged user."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,7 @@ from control.client import Client, ConflictError, InvalidError, PermissionDenied
 from tests.history.gitcheck import commits, trailers
 from tests.support import (
     MEMFS,
+    REPO,
     UID_A,
     UID_B,
     Daemon,
@@ -25,6 +29,7 @@ from tests.support import (
     memfs_as,
     public_tmpdir,
     run_as,
+    scaled,
 )
 
 
@@ -220,3 +225,39 @@ def test_config_rules_of_personal_mode(tmp_path: Path) -> None:
                            ({"delegates": [0]}, "acts for its own agents")):
         with pytest.raises(ConfigError, match=message):
             parse_config({**base, **extra})
+
+
+def test_the_one_command_in_a_home_of_its_own() -> None:
+    """`memfs serve --personal`, no config: the places come from HOME and the XDG
+    variables (run by root here, which is then the owner; tests/core/
+    test_personal_user.py runs it as a normal user), and the client finds the socket
+    by itself."""
+    base = public_tmpdir()
+    home, run = base / "home", base / "run"
+    home.mkdir()
+    run.mkdir(mode=0o700)
+    env = {**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(run)}
+    env.pop("XDG_DATA_HOME", None)
+    env.pop("MEMFS_SOCKET", None)
+    log = base / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([*MEMFS, "serve", "--personal"], stdout=out, stderr=out,
+                                env=env, cwd=REPO)
+    try:
+        socket = run / "memfs" / "control.sock"
+        deadline = time.monotonic() + scaled(120)
+        while not (socket.exists() and os.path.ismount(home / "memory")):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        assert (run / "memfs").stat().st_mode & 0o777 == 0o700
+        done = subprocess.run([*MEMFS, "--agent", "solo", "write", "notes/hello.md"],
+                              input=b"hi\n", env=env, cwd=REPO, capture_output=True)
+        assert done.returncode == 0, done.stderr
+        assert (home / ".local/share/memfs/stores/notes/hello.md").read_bytes() == b"hi\n"
+        assert os.listdir(home / "memory") == ["solo"]
+        assert (home / "memory/solo/notes/hello.md").read_bytes() == b"hi\n"
+        assert b"memfs --agent claude ls" in log.read_bytes()  # the banner says how
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(scaled(60)) == 0, log.read_text()
+    assert not os.path.ismount(home / "memory") and not socket.exists()
