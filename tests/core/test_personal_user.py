@@ -47,8 +47,9 @@ def jail_starts_unprivileged() -> bool:
     base = public_tmpdir("memfs-jailcheck-")
     os.chown(base, NOBODY, NOBODY)
     code = ("import sys\nfrom memfs.config import parse_config\n"
-            "from memfs.daemon import start_jail\n"
-            "start_jail(parse_config({'root': sys.argv[1], 'personal': {}})).close()\n")
+            "from memfs.daemon import start_jail\nfrom memfs.store.engine import Engine\n"
+            "config = parse_config({'root': sys.argv[1], 'personal': {}})\n"
+            "Engine(config).close()\nstart_jail(config).close()\n")
     done = run_as(NOBODY, [PYTHON, "-c", code, str(base / "root")], cwd=REPO, timeout=120,
                   env={"HOME": str(base)})
     return done.returncode == 0
