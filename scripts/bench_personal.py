@@ -9,18 +9,23 @@ root here (the unprivileged start is measured once it exists, see the issue).
 * jailed search (``rg -c``) over 500 files via the socket;
 * open+read+close of those 500 files of 4 KiB through the mount (warm), timed in a
   child process as uid 2001, with the daemon's CPU time per file (all its threads:
-  far less noisy than wall time on a shared machine).
+  far less noisy than wall time on a shared machine) and the FUSE requests per file
+  (the daemon's own counters, from /metrics).
 
 Goal: each ratio personal / system <= 1.1.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
+import re
 import statistics
 import sys
 from pathlib import Path
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -62,6 +67,22 @@ def files_seconds(directory: Path, daemon: Daemon) -> tuple[float, float]:
     return seconds, (cpu_ns(daemon.proc.pid) - before) / FILES / 1e9
 
 
+def fuse_requests(daemon: Daemon) -> collections.Counter[str]:
+    """The FUSE requests the daemon served so far, by handler (its /metrics)."""
+    text = httpx.get(f"{daemon.http_url}/metrics", timeout=60).text
+    return collections.Counter({
+        found[1]: float(found[2]) for found in re.finditer(
+            r'^memfs_fuse_requests_total\{handler="(\w+)"\} (\S+)$', text, re.M)})
+
+
+def per_file(daemon: Daemon, directory: Path) -> str:
+    before = fuse_requests(daemon)
+    files_seconds(directory, daemon)
+    after = fuse_requests(daemon)
+    return ", ".join(f"{handler} {(after[handler] - before[handler]) / FILES:.2f}"
+                     for handler in sorted(after) if after[handler] > before[handler])
+
+
 def main() -> None:
     base = public_tmpdir("memfs-bench-personal-")
     system_config = standard_config(base / "system")
@@ -72,6 +93,7 @@ def main() -> None:
                        "personal": {"owner": UID_A}}
     for config in (system_config, personal_config):
         Path(config["socket"]).parent.mkdir(parents=True, exist_ok=True)
+        config["http"] = {"listen": "127.0.0.1:0", "public_metrics": True}
     with Daemon(system_config, mount=True) as system, \
             Daemon(personal_config, mount=True) as personal, \
             connect_as(UID_A, system.socket) as alice, \
@@ -110,6 +132,8 @@ def main() -> None:
         print(f"    daemon CPU per file: personal {statistics.median(ours_cpu) * 1e6:.1f} us, "
               f"system {statistics.median(theirs_cpu) * 1e6:.1f} us; "
               f"{ratio(ours_cpu, theirs_cpu)}")
+        print(f"    FUSE requests per file, warm: personal {per_file(personal, personal_dir)}; "
+              f"system {per_file(system, system_dir)}")
 
 
 if __name__ == "__main__":
