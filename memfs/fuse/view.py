@@ -22,7 +22,8 @@ only be reached by walking through that dentry. The root's readdir is never cach
 by the kernel (no FOPEN_CACHE_DIR) and is computed per opendir from the opener's
 uid. That LOOKUP is the most frequent request of all (every open by path; rg also
 canonicalises each matching file's path, one more walk per component), so it is one
-probe of a table built from the config (of the registry's names in memory).
+probe of a table built from the config (in personal mode, of the registered names
+held in memory).
 
 Cost of an open. Pinning is one openat2 and one fstat; the version record and the
 agent's seen record are answered from memory while provably unchanged (see
