@@ -120,6 +120,7 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         # (uid, name) -> store node, for every store the uid's agent may read: the
         # root lookup, sent on every path walk through a store, is one dict probe.
         self._root_entries: dict[tuple[int, bytes], Node] = {}
+        self._agent_nodes: dict[bytes, Node] = {}  # personal mode: name -> agent's directory
         for uid, agent in self._agent_by_uid.items():
             for store in self.engine.readable_stores(agent):
                 if store in self.config.stores and _showable(store):
@@ -165,17 +166,18 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             return self._agent_by_uid.get(ctx.uid)
         return (node.agent or None) if ctx.uid == self._owner else None
 
-    def _may_read(self, agent: str | None, node: Node) -> bool:
-        return agent is not None and (
-            node.is_agent or self.config.access(agent, node.store) is not None)
+    def _may_read(self, agent: str | None, store: str) -> bool:
+        return agent is not None and self.config.access(agent, store) is not None
 
     def _visible_node(self, inode: int, ctx: pyfuse3.RequestContext) -> tuple[Node, str | None]:
         """The node, checked against the caller: ENOENT for a child of the root it
         cannot see, EACCES for anything below one (only reachable through a leaked
-        fd)."""
+        fd). In personal mode the owner sees every agent's view, whole (a store node
+        is made only for a store of the config)."""
         node = self._node(inode)
         agent = self._agent(ctx, node)
-        if node.ino != ROOT and not self._may_read(agent, node):
+        if node.ino != ROOT and (agent is None if self._personal
+                                 else not self._may_read(agent, node.store)):
             raise _fail(errno.ENOENT if node.parent == ROOT else errno.EACCES)
         return node, agent
 
@@ -221,11 +223,17 @@ class MemoryView(KernelCache, pyfuse3.Operations):
 
     def _agent_entry(self, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         """Personal mode: the root's entry ``name``, a registered agent's directory,
-        for the owner only (a name once registered is known without any I/O)."""
-        text = os.fsdecode(name)
-        if ctx.uid != self._owner or not _showable(text) or text not in self.engine.agents:
+        for the owner only. Sent on every path walk, so one probe of the agents met
+        (names are never unregistered); a new one is looked up in the registry."""
+        if ctx.uid != self._owner:
             raise _fail(errno.ENOENT)
-        return self._agent_attrs(self._child(self._nodes[ROOT], text, True))
+        node = self._agent_nodes.get(name)
+        if node is None:
+            text = os.fsdecode(name)
+            if not _showable(text) or text not in self.engine.agents:
+                raise _fail(errno.ENOENT)
+            node = self._agent_nodes[name] = self._child(self._nodes[ROOT], text, True)
+        return self._agent_attrs(node)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         # Inode numbers stay allocated for the daemon's life (stable per path), so the
