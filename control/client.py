@@ -27,7 +27,11 @@ StrList = list[str]  # `list` is also a method name inside Client
 
 
 def default_socket() -> str:
-    return os.environ.get("MEMFS_SOCKET") or DEFAULT_SOCKET
+    """``MEMFS_SOCKET``, else the personal daemon's socket when this user runs one
+    (memfs/personal.py: a socket of this uid there), else the system one."""
+    from memfs.personal import running_socket
+
+    return os.environ.get("MEMFS_SOCKET") or running_socket() or DEFAULT_SOCKET
 
 
 class MemfsClientError(Exception):

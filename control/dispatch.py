@@ -27,6 +27,7 @@ from memfs.memory.model import Memory
 from memfs.store.engine import Engine, Pinned
 from memfs.store.errors import (
     ABSENT,
+    AgentRequired,
     Conflict,
     InvalidInput,
     MemfsError,
@@ -35,6 +36,7 @@ from memfs.store.errors import (
     PermissionDenied,
     TooLarge,
 )
+from memfs.store.history import delegated
 from memfs.store.paths import MemPath, parse_path
 
 log = logging.getLogger("memfs.control")
@@ -94,6 +96,8 @@ def _details(error: BaseException) -> dict[str, Any]:
         return {"task": error.task, "holder": error.holder, "expires_at": error.expires_at}
     if isinstance(error, LeaseLost):
         return {"task": error.task, "holder": error.holder}
+    if isinstance(error, AgentRequired):  # memfs mcp then takes the MCP client's name
+        return {"agent_required": True}
     return {}
 
 
@@ -120,6 +124,7 @@ class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
         engine's, the memory model's and the jail's exceptions (see `describe`); a
         refusal for a full disk is also logged (a warning, at most every 10 s)."""
         try:
+            self.engine.use_agent(agent)
             if isinstance(request, pm.TaskReleaseRequest):
                 return self._release(agent, request, delegate)
             return self._ops[request.op](agent, request)
@@ -132,9 +137,15 @@ class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
         try:
             if isinstance(request, TOKEN_REQUESTS):  # delegates only, for no agent in particular
                 return p.encode_ok(request.id, self.execute_token_op(uid, request))
+            config = self.engine.config
             agent = self.engine.agent_for(uid, request.as_agent)
-            delegate = uid in self.engine.config.delegates
-            return p.encode_ok(request.id, self.execute(agent, request, delegate=delegate))
+            # A delegate acting for another agent: each change it makes says so. (In
+            # personal mode, naming the agent is who one is, not delegation.)
+            via = uid if config.personal is None and request.as_agent is not None and \
+                config.agent_for_uid(uid) != agent else None
+            with delegated(via):
+                result = self.execute(agent, request, delegate=config.is_delegate(uid))
+            return p.encode_ok(request.id, result)
         except Exception as error:
             described = describe(error)
             if described is None:
@@ -151,8 +162,10 @@ class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
     # -- operations ---------------------------------------------------------------
 
     def _whoami(self, agent: str, _: p.WhoamiRequest) -> dict[str, Any]:
-        spec = self.engine.config.agents[agent]
-        return {"agent": agent, "stores": dict(spec.stores)}
+        config = self.engine.config
+        return {"agent": agent,
+                "stores": {store: config.access(agent, store)
+                           for store in self.engine.readable_stores(agent)}}
 
     def _list(self, agent: str, request: p.ListRequest) -> dict[str, Any]:
         return {"paths": self.engine.list(agent, request.patterns)}

@@ -117,8 +117,8 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
     def no_header(path: str) -> bool:
         return path in public or path == WEB or path.startswith(f"{WEB}/")
 
-    middleware = [Middleware(BearerAuth, tokens=dispatcher.tokens, agents=config.agents,
-                             public=no_header)]
+    middleware = [Middleware(BearerAuth, tokens=dispatcher.tokens,
+                             agents=dispatcher.engine.agents, public=no_header)]
     if metrics is not None:
         middleware.insert(0, Middleware(_Counting, metrics=metrics))
     routes = [

@@ -73,8 +73,10 @@ class HistoryTools(MemoryTools):
         if not entries:
             return ToolOutcome(f"No changes recorded for "
                                f"{literal(path) if path else 'your stores'}.")
-        lines = [f"{e['short']}  {e['time']}  {literal(e['author'])}  {literal(e['summary'])}"
-                 + ("  (forced)" if e["forced"] else "") for e in entries]
+        lines = [f"{e['short']}  {e['time']}  {literal(e['author'])}"
+                 + ("" if e.get("delegate") is None else f" (via uid {e['delegate']})")
+                 + f"  {literal(e['summary'])}" + ("  (forced)" if e["forced"] else "")
+                 for e in entries]
         text, _ = cut_text("\n".join(lines), MAX_OUTPUT_CHARS)
         if len(entries) == limit:
             text += f"\n[{limit} most recent shown; pass a larger limit for more.]"

@@ -8,7 +8,9 @@ authenticated listener (control/http_mcp.py, with the same `build_server`).
 
 Identity: the server holds one control-socket connection; the daemon identifies the
 agent from that socket's SO_PEERCRED, i.e. the uid running ``memfs mcp``, or the agent
-named with ``--as`` when that uid is a delegate.
+named with ``--as`` when that uid is a delegate. In personal mode the agent is the one
+named with ``--agent`` (or ``MEMFS_AGENT``), else the MCP client's own name
+(control/mcp_identity.py): never one identity for several clients.
 
 No ``from __future__ import annotations`` here: the SDK reads the tool functions'
 annotations at registration time, and they name objects imported inside build_server.
@@ -17,14 +19,15 @@ annotations at registration time, and they name objects imported inside build_se
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from control.client import ConnectionFailed, MemfsClientError
+from control.client import ConnectionFailed
 from control.mcp_history import HISTORY_DESCRIPTION, RESTORE_DESCRIPTION
+from control.mcp_identity import ClientNamed, IdentityRefused, whoami
 from control.mcp_memory import MEMORY_INSTRUCTIONS, AgentTools
 from control.mcp_server_memory import add_memory_tools
 from control.mcp_server_types import OptionalFlag, OptionalText, PathArg, result_of
@@ -49,16 +52,19 @@ log = logging.getLogger("memfs.mcp")
 
 def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
                  local_files: bool = True,
-                 run_sync: "Callable[..., Awaitable[Any]] | None" = None) -> "MCPServer[Any]":
+                 run_sync: "Callable[..., Awaitable[Any]] | None" = None,
+                 middleware: Sequence[Any] = ()) -> "MCPServer[Any]":
     """An MCPServer exposing the storage, history and memory tools, each run in a
     worker thread (by ``run_sync(fn, *args)``; default anyio's ``to_thread.run_sync``).
     ``local_files`` False leaves out storage_download/storage_upload (whose local files
-    would be the server's, not the client's: over HTTP)."""
+    would be the server's, not the client's: over HTTP). ``middleware``: the SDK's
+    server middleware, e.g. control/mcp_identity.py's `ClientNamed`."""
     import anyio.to_thread
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, ToolAnnotations
 
-    server: MCPServer[Any] = MCPServer("memfs", instructions=instructions, log_level="WARNING")
+    server: MCPServer[Any] = MCPServer("memfs", instructions=instructions, log_level="WARNING",
+                                       middleware=list(middleware))
     run = run_sync or anyio.to_thread.run_sync
 
     async def storage_list(
@@ -184,24 +190,29 @@ def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
     return server
 
 
-class IdentityRefused(Exception):
-    """The daemon answered but maps this caller to no agent (or refuses ``--as``)."""
+GENERIC = INSTRUCTIONS + MEMORY_INSTRUCTIONS
 
 
 def instructions_for(tools: MemoryTools) -> str:
     """The server instructions, naming this agent and its stores when the daemon answers.
-    Raises IdentityRefused if the daemon will serve this caller nothing."""
+    Raises IdentityRefused if the daemon will serve this caller nothing (or serves a
+    personal memory and no agent is named)."""
     try:
-        me = tools.whoami()
+        me = whoami(tools)
     except ConnectionFailed as error:  # the daemon may come later: tools reconnect
         log.warning("%s; starting anyway", error.message)
-        return INSTRUCTIONS + MEMORY_INSTRUCTIONS
-    except MemfsClientError as error:
-        raise IdentityRefused(error.message) from None
+        return GENERIC
+    if me is None:
+        raise IdentityRefused("this is a personal memory: name the agent (--agent NAME)")
+    return naming(me)
+
+
+def naming(me: dict[str, Any]) -> str:
+    """The instructions for the agent the daemon's whoami describes."""
     stores = ", ".join(f"{name} ({access.replace('_', '-')})"
                        for name, access in sorted(me.get("stores", {}).items()))
-    return (f"{INSTRUCTIONS}\n{MEMORY_INSTRUCTIONS}\n\nYou are agent {me.get('agent')}; your "
-            f"stores: {stores or 'none'}.")
+    return (f"{INSTRUCTIONS}\n{MEMORY_INSTRUCTIONS}\n\nYou are agent {me.get('agent')} in "
+            f"memfs; your stores: {stores or 'none'}.")
 
 
 HTTP_MOVED = ("memfs mcp --http is gone: MCP over HTTP is served by the daemon at /mcp on "
@@ -229,12 +240,21 @@ def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = N
     tools = AgentTools(connection, os.path.abspath(local_dir) if local_dir else None)
     try:
         try:
-            instructions = instructions_for(tools)
+            me = whoami(tools)
+        except ConnectionFailed as error:  # the daemon may come later: tools reconnect
+            log.warning("%s; starting anyway", error.message)
+            me = None
         except IdentityRefused as error:
             print(f"memfs mcp: {error}", file=sys.stderr)
             return 4
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="memfs-mcp") as executor:
-            server = build_server(tools, instructions, run_sync=executor_runner(executor))
+            run = executor_runner(executor)
+            # Not known yet (a personal memory and no --agent, or no daemon yet): the
+            # first request settles it, by the MCP client's own name if need be.
+            settle = [ClientNamed(tools, naming, run)] if me is None and as_agent is None \
+                else []
+            server = build_server(tools, GENERIC if me is None else naming(me),
+                                  run_sync=run, middleware=settle)
             run_stdio(server)
     except KeyboardInterrupt:
         pass

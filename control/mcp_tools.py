@@ -170,7 +170,8 @@ class Connection:
     """One control-socket Client, opened lazily and reopened when the daemon restarts.
 
     Identity is the kernel's: the daemon reads SO_PEERCRED from this socket, so the
-    agent is whoever runs this process, or ``as_agent`` when that uid is a delegate.
+    agent is whoever runs this process, or ``as_agent`` when that uid is a delegate,
+    or in personal mode the agent ``as_agent`` names (`bind` names it later).
     """
 
     def __init__(self, socket_path: str, as_agent: str | None = None,
@@ -188,6 +189,13 @@ class Connection:
             if self._client is None:
                 self._client = self._factory(self.socket_path, self.as_agent)
             return self._client
+
+    def bind(self, as_agent: str) -> None:
+        """Act as ``as_agent`` from now on (a client made before is dropped)."""
+        with self._lock:
+            self.as_agent = as_agent
+            if self._client is not None:
+                self._discard_locked()
 
     def _discard(self, client: Client) -> None:
         with self._lock:

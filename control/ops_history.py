@@ -29,6 +29,7 @@ def entry_fields(store: str, entry: Entry) -> dict[str, Any]:
         "store": store, "rev": entry.rev, "short": entry.short, "at": entry.at,
         "time": iso(entry.at), "author": entry.author, "op": entry.op,
         "summary": entry.summary, "forced": entry.forced, "digest": entry.digest,
+        "delegate": entry.delegate,
     }
     if entry.patch is not None:
         fields["patch"] = entry.patch

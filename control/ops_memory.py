@@ -67,7 +67,7 @@ class MemoryRequests:
 
     def _release(self, agent: str, request: pm.TaskReleaseRequest, delegate: bool
                  ) -> dict[str, Any]:
-        if request.force and not delegate:
+        if request.force and not delegate and self.engine.config.personal is None:
             raise PermissionDenied("only a delegate may release another agent's lease (force)")
         return self.memory.task_release(agent, request.store, request.task,
                                         force=request.force)

@@ -1,8 +1,10 @@
-"""The token requests (``memfs token create|list|revoke``): pydantic models with no
+"""The requests made for no agent in particular: the tokens (``memfs token
+create|list|revoke``) and the agents (``memfs agent list``); pydantic models with no
 I/O, part of the one request union in control/protocol.py.
 
-Tokens are managed by delegate uids only, for any agent; the daemon checks the
-caller's uid itself (SO_PEERCRED), not ``as_agent``.
+They are made by delegate uids only (each for the agents it may act for), and in
+personal mode by the owner; the daemon checks the caller's uid itself (SO_PEERCRED),
+not ``as_agent``.
 """
 
 from __future__ import annotations
@@ -39,5 +41,12 @@ class TokenRevokeRequest(_TokenRequest):
     token: str = Field(min_length=1, max_length=64)  # the id from token_list
 
 
-TOKEN_REQUESTS = TokenCreateRequest | TokenListRequest | TokenRevokeRequest
-TOKEN_OPS = ("token_create", "token_list", "token_revoke")
+class AgentListRequest(_TokenRequest):
+    """The agents: in personal mode those registered, with when each was first and
+    last seen; else the configured ones, with their uid and stores."""
+
+    op: Literal["agent_list"]
+
+
+TOKEN_REQUESTS = TokenCreateRequest | TokenListRequest | TokenRevokeRequest | AgentListRequest
+TOKEN_OPS = ("token_create", "token_list", "token_revoke", "agent_list")

@@ -178,10 +178,7 @@ class ControlServer:
         self.dispatcher = dispatcher
         self.limits = max_line if isinstance(max_line, ServerLimits) else ServerLimits(max_line)
         config = dispatcher.engine.config
-        self.connections = ConnectionTable(
-            self.limits,
-            lambda uid: uid in config.delegates or config.agent_for_uid(uid) is not None,
-        )
+        self.connections = ConnectionTable(self.limits, config.known_uid)
         self.buffered = 0  # bytes of unfinished lines held by all connections
         self._buffered_lock = threading.Lock()  # connection threads share the count
         self._active = threading.BoundedSemaphore(ACTIVE_REQUESTS)

@@ -8,6 +8,7 @@ memory's disk is full.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from control import jsonlite
@@ -162,15 +163,25 @@ def cmd_grep(client: Client, args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from memfs.daemon import main_serve  # the server stack, only when serving
 
+    if args.http is not None and not args.personal:
+        raise Usage("--http is for --personal (a config sets [http] listen)")
     return main_serve(config_path=args.config, demo=args.demo, mount=not args.no_mount,
-                      socket_path=args.socket)
+                      socket_path=args.socket, personal=args.personal, http_port=args.http)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from control.mcp_server import main_mcp
 
     return main_mcp(socket_path=args.socket or default_socket(), as_agent=args.as_agent,
-                    http=args.http, local_dir=args.local_dir)
+                    http=args.mcp_http, local_dir=args.local_dir)
+
+
+def _port(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {text!r}")
+    return int(text)
 
 
 # -- parsing ----------------------------------------------------------------------------
@@ -181,9 +192,12 @@ def _parser() -> argparse.ArgumentParser:
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--socket", default=argparse.SUPPRESS,
-                        help="control socket (env MEMFS_SOCKET; default /run/memfs/control.sock)")
+                        help="control socket (env MEMFS_SOCKET; default: your personal daemon's "
+                             "if you run one, else /run/memfs/control.sock)")
     common.add_argument("--as", dest="as_agent", default=argparse.SUPPRESS, metavar="AGENT",
                         help="act for AGENT (delegate uids only)")
+    common.add_argument("--agent", default=argparse.SUPPRESS, metavar="NAME",
+                        help="the agent you are, in personal mode (env MEMFS_AGENT)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="print results as JSON")
     parser = argparse.ArgumentParser(
@@ -200,14 +214,22 @@ def _parser() -> argparse.ArgumentParser:
         return command
 
     serve = add("serve", cmd_serve, "run the daemon in the foreground (mount + control socket)")
-    serve.add_argument("--config", help="TOML config file")
+    serve.add_argument("--config", help="TOML config file (with --personal: optional, for "
+                       "advanced settings)")
     serve.add_argument("--demo", action="store_true",
                        help="run on the embedded default: a private root with demo stores")
+    serve.add_argument("--personal", action="store_true",
+                       help="one user's agents, known by name: root $XDG_DATA_HOME/memfs, "
+                            "mount ~/memory, socket $XDG_RUNTIME_DIR/memfs/control.sock")
+    serve.add_argument("--http", nargs="?", const=7800, type=_port, metavar="PORT",
+                       help="with --personal: also listen on http://127.0.0.1:PORT "
+                            "(default 7800)")
     serve.add_argument("--no-mount", action="store_true",
                        help="serve the control socket only, without the FUSE mount")
     mcp = add("mcp", cmd_mcp, "run the MCP tool layer over stdio (over HTTP: /mcp on the "
               "daemon's [http] listener, with a bearer token)")
-    mcp.add_argument("--http", metavar="HOST:PORT", help=argparse.SUPPRESS)  # gone: says where
+    mcp.add_argument("--http", dest="mcp_http", metavar="HOST:PORT",
+                     help=argparse.SUPPRESS)  # gone: says where
     mcp.add_argument("--local-dir", metavar="DIR",
                      help="confine storage_download/storage_upload to local files under DIR")
     ls = add("ls", cmd_ls, "list files: STORE/PATH per line (globs with **)")
@@ -244,7 +266,11 @@ def _parser() -> argparse.ArgumentParser:
     cli_history.register(add)
     cli_memory.register(add, common)
     cli_tokens.register(add, common)
+    cli_tokens.register_agents(add, common)
     return parser
+
+
+_VALUED = {"--socket": "socket", "--as": "as_agent", "--agent": "agent"}  # global options
 
 
 def _split_grep(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -252,7 +278,7 @@ def _split_grep(argv: list[str]) -> tuple[list[str], list[str] | None]:
     such as ``-i`` or ``-C 2`` pass through. Returns (memfs argv, rg args or None)."""
     at = 0
     while at < len(argv) and argv[at].startswith("-"):  # skip global options
-        at += 2 if argv[at] in ("--socket", "--as") else 1
+        at += 2 if argv[at] in _VALUED else 1
     if at < len(argv) and argv[at] == "grep":
         return argv[: at + 1], argv[at + 1 :]
     return argv, None
@@ -295,11 +321,11 @@ def _fast_args(argv: list[str]) -> _Args | None:
     rest: list[str] = []
     for word in words:
         name, eq, inline = word.partition("=")
-        if name in ("--socket", "--as"):
+        if name in _VALUED:
             value = inline if eq else next(words, None)
             if value is None or value.startswith("-"):
                 return None
-            values["socket" if name == "--socket" else "as_agent"] = value
+            values[_VALUED[name]] = value
         elif word == "--json":
             values["json"] = True
         elif command is None and word in _SIMPLE:
@@ -350,16 +376,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     ours, rg_args = _split_grep(raw)
     args: Any = _fast_args(ours) or _parser().parse_args(ours)
-    for name, default in (("socket", None), ("as_agent", None), ("json", False)):
+    for name, default in (("socket", None), ("as_agent", None), ("agent", None),
+                          ("json", False)):
         if not hasattr(args, name):
             setattr(args, name, default)
+    try:
+        args.as_agent = _acting_as(args)
+    except Usage as error:
+        print(f"memfs: {error}", file=sys.stderr)
+        return EXIT_USAGE
     if args.command == "grep":
         args.rg_args = rg_args or []
         if not args.rg_args:
             print("memfs grep: a PATTERN is required", file=sys.stderr)
             return EXIT_USAGE
     if args.command in ("serve", "mcp"):
-        code: int = args.func(args)
+        try:
+            code: int = args.func(args)
+        except Usage as error:
+            print(f"memfs: {error}", file=sys.stderr)
+            return EXIT_USAGE
         return code
     try:
         with Client(args.socket, as_agent=args.as_agent) as client:
@@ -373,6 +409,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
+
+
+def _acting_as(args: Any) -> str | None:
+    """The agent the request names: ``--as`` (a delegate acting for an agent),
+    ``--agent`` or ``MEMFS_AGENT`` (the agent one is, in personal mode); on the wire
+    both are ``as_agent``, and the daemon knows which it is. Raises Usage for two
+    different names."""
+    named = args.agent or (None if args.as_agent else os.environ.get("MEMFS_AGENT") or None)
+    if args.as_agent and args.agent and args.as_agent != args.agent:
+        raise Usage(f"--as {args.as_agent} and --agent {args.agent} name two agents; give one")
+    return args.as_agent or named
 
 
 _COMMANDS = {"cat": cmd_cat, "ls": cmd_ls, "stat": cmd_stat, "write": cmd_write, "rm": cmd_rm}

@@ -25,6 +25,13 @@ def _print_json(result: Any) -> None:
     print(jsonlite.dumps(result))
 
 
+def author(entry: dict[str, Any]) -> str:
+    """Who made a change: the agent, and the delegate that made it for the agent
+    (``codex (via uid 1001)``)."""
+    via = entry.get("delegate")
+    return entry["author"] if via is None else f"{entry['author']} (via uid {via})"
+
+
 def cmd_log(client: Client, args: argparse.Namespace) -> int:
     entries = client.log(args.target, limit=args.n, since=args.since, author=args.author,
                          patch=args.patch)
@@ -35,7 +42,7 @@ def cmd_log(client: Client, args: argparse.Namespace) -> int:
     for entry in entries:
         forced = "  (forced)" if entry["forced"] else ""
         when = entry["time"].replace("T", " ").removesuffix("Z")
-        out.write(f"{entry['short']}  {when}  {entry['author']:<12} {entry['summary']}"
+        out.write(f"{entry['short']}  {when}  {author(entry):<12} {entry['summary']}"
                   f"{forced}\n")
         if entry.get("patch"):
             out.write(entry["patch"].rstrip("\n") + "\n\n")

@@ -55,7 +55,7 @@ def session_handoff(client: Client, args: argparse.Namespace) -> int:
 
 
 def session_list(client: Client, args: argparse.Namespace) -> int:
-    found = _call(client, args, "session_list", agent=args.agent, state=args.state,
+    found = _call(client, args, "session_list", agent=args.by, state=args.state,
                   limit=args.n)["sessions"]
     lines = [f"{s['id']}  {s['state']:<6}  {s['last_at']}  {_first_line(s['goal'])}"
              for s in found]
@@ -195,7 +195,7 @@ def register(add: Add, common: argparse.ArgumentParser) -> None:
     hand.add_argument("--summary", required=True, help="what was done")
     hand.add_argument("--next", required=True, help="what should happen next")
     listed = session("list", session_list, "sessions, most recent first")
-    listed.add_argument("--agent", help="only this agent's sessions")
+    listed.add_argument("--by", metavar="AGENT", help="only this agent's sessions")
     listed.add_argument("--state", choices=("open", "closed"))
     listed.add_argument("-n", type=int, default=50, metavar="N")
     shown = session("show", session_show, "one session with its entries")

@@ -1,6 +1,8 @@
-"""``memfs token create|list|revoke``: bearer tokens for the daemon's HTTP listener.
+"""``memfs token create|list|revoke``: bearer tokens for the daemon's HTTP listener;
+``memfs agent list``: the agents.
 
-Registered into the parser by memfs/cli.py (`register`). Delegate uids only (the
+Registered into the parser by memfs/cli.py (`register`, `register_agents`). Delegate
+uids only, each for the agents it may act for, and in personal mode the owner (the
 daemon checks the caller's uid; anyone else gets exit 4). ``create`` prints the new
 token alone on stdout, once: the daemon keeps only its hash.
 """
@@ -56,6 +58,23 @@ def token_revoke(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def agent_list(client: Client, args: argparse.Namespace) -> int:
+    agents: list[dict[str, Any]] = client.call("agent_list")["agents"]
+    if args.json:
+        print(jsonlite.dumps({"agents": agents}))
+        return 0
+    if agents and "first_seen" in agents[0]:
+        print(f"{'AGENT':<24} {'FIRST SEEN':<16}  LAST SEEN")
+        for a in agents:
+            print(f"{a['agent']:<24} {_when(a['first_seen']):<16}  {_when(a['last_seen'])}")
+    else:
+        print(f"{'AGENT':<24} {'UID':>10}  STORES")
+        for a in agents:
+            stores = ", ".join(f"{s} ({access})" for s, access in sorted(a["stores"].items()))
+            print(f"{a['agent']:<24} {a['uid']:>10}  {stores}")
+    return 0
+
+
 def _days(text: str) -> float:
     import argparse
 
@@ -86,3 +105,12 @@ def register(add: Add, common: argparse.ArgumentParser) -> None:
     action("list", token_list, "tokens: id, agent, state, created, last used, expiry, label")
     revoke = action("revoke", token_revoke, "revoke a token by its id (from `token list`)")
     revoke.add_argument("token", metavar="ID")
+
+
+def register_agents(add: Add, common: argparse.ArgumentParser) -> None:
+    """Add ``memfs agent list`` to the CLI's parser."""
+    parser = add("agent", lambda *_: 2, "the agents (delegates; the owner in personal mode)")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listed = actions.add_parser("list", parents=[common], help="the agents: in personal mode "
+                                "when each was first and last seen (UTC), else uid and stores")
+    listed.set_defaults(func=agent_list)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import re
@@ -27,8 +28,8 @@ class ConfigError(MemfsError):
 Access = Literal["read", "read_write"]
 
 
-def _check_name(kind: str, name: str) -> str:
-    if not NAME_RE.match(name):
+def check_name(kind: str, name: str) -> str:
+    if not NAME_RE.fullmatch(name):
         raise ValueError(
             f"bad {kind} name {name!r}: use 1-64 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
@@ -193,13 +194,28 @@ class HttpConfig(_Strict):
         return parse_listen(self.listen)
 
 
+ANY_AGENT = "*"
+
+class PersonalConfig(_Strict):
+    """Personal mode (``memfs serve --personal``, or a ``[personal]`` table): one
+    user's agents, known by name. Agents are not configured: a valid name is
+    registered on first use (memfs/store/agents.py), and every agent has read_write
+    on every store. The owner is the only uid served, and it names the agent on
+    every request (``--agent NAME``); that naming is identity, not delegation."""
+
+    # the one uid the socket and the mount serve (default: the uid running the daemon)
+    owner: int = Field(default_factory=os.getuid, ge=0, lt=2**32 - 1)
+
+
 class Config(_Strict):
     root: Path
     # the unprivileged user a daemon started as root serves as (memfs/privilege.py)
     user: str = Field(default="memfs", pattern=r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
     mount: Path = Path("/memory")
     socket: Path = Path("/run/memfs/control.sock")
-    delegates: list[int] = Field(default_factory=list)  # uids that may act for any agent
+    # uids that may act for an agent with --as: a list (any agent), or a table of uid ->
+    # the agents it may act for (a list of names, or "*" for any)
+    delegates: list[int] | dict[str, list[str] | Literal["*"]] = Field(default_factory=list)
     max_file_size: int = Field(default=16 * MiB, ge=1, le=1024 * MiB)
     # seen records of deleted files are kept this long (a blind re-create by an agent
     # that read the file is a conflict until then), then swept
@@ -210,6 +226,7 @@ class Config(_Strict):
     scans: ScansConfig = Field(default_factory=ScansConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     http: HttpConfig | None = None  # absent: no HTTP listener
+    personal: PersonalConfig | None = None  # present: personal mode (see PersonalConfig)
 
     @field_validator("root", "mount", "socket")
     @classmethod
@@ -222,14 +239,53 @@ class Config(_Strict):
     @classmethod
     def _store_names(cls, stores: dict[str, StoreConfig]) -> dict[str, StoreConfig]:
         for name in stores:
-            _check_name("store", name)
+            check_name("store", name)
         return stores
+
+    @field_validator("delegates", mode="before")
+    @classmethod
+    def _delegates_shape(cls, delegates: object) -> object:
+        """Either form, checked here so that a mistake gets one clear message."""
+        if isinstance(delegates, list):
+            for uid in delegates:
+                if isinstance(uid, bool) or not isinstance(uid, int) or not 0 <= uid < 2**32 - 1:
+                    raise ValueError(f"a list of delegates holds uids (integers), got {uid!r}")
+            return delegates
+        if not isinstance(delegates, dict):
+            raise ValueError('want a list of uids (delegates = [0, 1001]: any agent) or a '
+                             'table of uid -> agents (delegates = { "1001" = ["claude"], '
+                             f'"0" = "*" }}), got {delegates!r}')
+        for key, allowed in delegates.items():
+            _uid_key(key)
+            if allowed != ANY_AGENT and not (
+                    isinstance(allowed, list) and all(isinstance(a, str) for a in allowed)):
+                raise ValueError(f'{key}: want a list of agent names or "{ANY_AGENT}" '
+                                 f"(any agent), got {allowed!r}")
+        return delegates
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Config:
+        if self.personal is not None:
+            if self.agents:
+                raise ValueError(
+                    "agents: personal mode knows agents by name, registered on first use "
+                    "(`memfs --agent NAME ...`); remove the [agents.*] tables")
+            if self.delegates:
+                raise ValueError("delegates: in personal mode the owner acts for its own "
+                                 "agents only; remove delegates")
+        if isinstance(self.delegates, dict):
+            for key, allowed in self.delegates.items():
+                for name in [] if allowed == ANY_AGENT else allowed:
+                    if name not in self.agents:
+                        known = ", ".join(sorted(self.agents)) or "none"
+                        raise ValueError(f"delegates.{key}: no agent named {name!r} "
+                                         f"(defined: {known})")
+                if not allowed:
+                    raise ValueError(f'delegates.{key}: name the agents it may act for, '
+                                     f'or "{ANY_AGENT}" for any')
         uids: dict[int, str] = {}
         for name, agent in self.agents.items():
-            _check_name("agent", name)
+            check_name("agent", name)
             for store in agent.stores:
                 if store not in self.stores:
                     known = ", ".join(sorted(self.stores)) or "none"
@@ -249,16 +305,53 @@ class Config(_Strict):
     # -- lookups used by the engine and the edges --------------------------------
 
     def agent_for_uid(self, uid: int) -> str | None:
-        """The agent mapped to ``uid``, or None for an unknown uid."""
+        """The agent mapped to ``uid``, or None for an unknown uid (every uid in
+        personal mode, where agents are names)."""
         for name, agent in self.agents.items():
             if agent.uid == uid:
                 return name
         return None
 
     def access(self, agent: str, store: str) -> Access | None:
-        """The agent's access to the store, or None when it is not attached."""
+        """The agent's access to the store, or None when it is not attached. In
+        personal mode every agent has read_write on every store."""
+        if self.personal is not None:
+            return "read_write" if store in self.stores else None
         spec = self.agents.get(agent)
         return None if spec is None else spec.stores.get(store)
+
+    @functools.cached_property
+    def delegations(self) -> dict[int, frozenset[str] | None]:
+        """Delegate uid -> the agents it may act for (None: any agent)."""
+        if isinstance(self.delegates, list):
+            return dict.fromkeys(self.delegates)
+        return {_uid_key(key): None if allowed == ANY_AGENT else frozenset(allowed)
+                for key, allowed in self.delegates.items()}
+
+    def is_delegate(self, uid: int) -> bool:
+        return uid in self.delegations
+
+    def may_act_for(self, uid: int, agent: str) -> bool:
+        """Whether delegate ``uid`` may act for ``agent`` (False for a non-delegate)."""
+        delegations = self.delegations
+        if uid not in delegations:
+            return False
+        allowed = delegations[uid]
+        return allowed is None or agent in allowed
+
+    def known_uid(self, uid: int) -> bool:
+        """Whether ``uid`` is served at all: an agent's or a delegate's uid, or in
+        personal mode the owner's. Any other uid can only be told so."""
+        if self.personal is not None:
+            return uid == self.personal.owner
+        return self.is_delegate(uid) or self.agent_for_uid(uid) is not None
+
+
+def _uid_key(key: str) -> int:
+    """A delegate uid written as a TOML key ("1001"); raises ValueError."""
+    if not (key.isascii() and key.isdigit() and int(key) < 2**32 - 1):
+        raise ValueError(f"{key!r} is not a uid (the keys are uids, e.g. \"1001\")")
+    return int(key)
 
 
 def _describe(error: ValidationError) -> str:
@@ -280,8 +373,8 @@ def parse_config(data: dict[str, object], source: str = "config") -> Config:
         raise ConfigError(f"{source} is invalid:\n{_describe(error)}") from None
 
 
-def load_config(path: Path) -> Config:
-    """Read and validate a TOML config file; raises ConfigError with a clear message."""
+def read_toml(path: Path) -> dict[str, object]:
+    """The parsed TOML document of a config file; raises ConfigError."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
@@ -289,7 +382,33 @@ def load_config(path: Path) -> Config:
     except UnicodeDecodeError:
         raise ConfigError(f"config {path} is not UTF-8 text") from None
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config {path} is not valid TOML: {error}") from None
-    return parse_config(data, source=f"config {path}")
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate a TOML config file; raises ConfigError with a clear message."""
+    return parse_config(read_toml(path), source=f"config {path}")
+
+
+def personal_config(path: Path | None = None, *, http_port: int | None = None) -> Config:
+    """The config of ``memfs serve --personal``: this user's places (memfs/personal.py),
+    history on, one structured store ``notes``, personal mode; what the config file at
+    ``path`` sets wins (advanced settings), and ``http_port`` adds a listener on
+    127.0.0.1. Raises ConfigError."""
+    from memfs import personal
+
+    data: dict[str, object] = {**personal.places(),
+                               "stores": {personal.DEFAULT_STORE: {"structured": True}},
+                               "personal": {}}
+    source = "personal config"
+    if path is not None:
+        data.update(read_toml(path))
+        source = f"config {path} (with --personal)"
+    data.setdefault("personal", {})
+    if http_port is not None:
+        http = data.get("http")
+        data["http"] = {**(http if isinstance(http, dict) else {}),
+                        "listen": f"127.0.0.1:{http_port}"}
+    return parse_config(data, source=source)

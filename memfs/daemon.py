@@ -37,7 +37,7 @@ from control.server import (
 )
 from jail import Jail, JailError, JailSettings
 from memfs import privilege
-from memfs.config import Config, ConfigError, load_config
+from memfs.config import Config, ConfigError, load_config, personal_config
 from memfs.memory.model import Memory
 from memfs.sdnotify import notify
 from memfs.store import shared_root
@@ -188,15 +188,15 @@ class Started:
 def start(config: Config, stack: contextlib.ExitStack, *, mount: bool = True) -> Started:
     """Open everything the daemon serves, each closed by ``stack``, in this order. As
     root only: the root, the mount point and the socket's directory handed to the
-    service user (config ``user``), and what root left in the root adopted. Then, as
-    root or as the user who started the daemon: the HTTP listener and the control
-    socket bound, and (as root) root dropped for good. From there on, exactly as for a
+    service user (config ``user``; a personal memory's owner), and what root left in
+    the root adopted. Then, as root or as the user who started the daemon: the HTTP
+    listener and the control socket bound, and (as root) root dropped for good. From there on, exactly as for a
     start by a normal user: the jail started, the engine opened (no store file read),
     the view mounted (through the setuid fusermount3), and the process locked down
     (no_new_privs, not dumpable, no capability) before `run` reads a store, a request
     or a connection."""
     limits, http_limits = connection_limits(config, raise_fd_limit())
-    user = privilege.service_user(config.user) if os.geteuid() == 0 else None
+    user = privilege.service_user(config) if os.geteuid() == 0 else None
     if user is not None:
         privilege.hand_over(config, user, mount=mount)
     bound = None
@@ -427,12 +427,16 @@ def _sole_error(error: BaseException) -> BaseException:
 
 
 def main_serve(*, config_path: str | None, demo: bool, mount: bool,
-               socket_path: str | None) -> int:
+               socket_path: str | None, personal: bool = False,
+               http_port: int | None = None) -> int:
     """Entry point of ``memfs serve``; returns the process exit code."""
     logging.basicConfig(level=logging.INFO, format="memfs: %(message)s", stream=sys.stderr)
     banner = None
     try:
-        if demo:
+        if personal:
+            config = personal_config(Path(config_path) if config_path else None,
+                                     http_port=http_port)
+        elif demo:
             from memfs.demo import demo_config, demo_uid, prepare_demo
 
             config = demo_config(demo_uid())
@@ -440,11 +444,17 @@ def main_serve(*, config_path: str | None, demo: bool, mount: bool,
         elif config_path:
             config = load_config(Path(config_path))
         else:
-            print("memfs serve: give --config FILE, or --demo for the embedded default",
-                  file=sys.stderr)
+            print("memfs serve: give --config FILE, --personal for this user's agents, or "
+                  "--demo for the embedded default", file=sys.stderr)
             return 2
         if socket_path:
             config = config.model_copy(update={"socket": Path(socket_path)})
+        if personal:
+            from memfs import personal as places
+
+            if str(config.socket) == places.socket_path():  # e.g. /tmp/memfs-UID: ours, 0700
+                places.private_dir(str(config.socket.parent))
+            banner = places.banner
         with contextlib.ExitStack() as stack:
             started = start(config, stack, mount=mount)
             try:

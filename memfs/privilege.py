@@ -53,9 +53,22 @@ class ServiceUser:
     gid: int
 
 
-def service_user(name: str) -> ServiceUser:
-    """The unprivileged user a daemon started as root serves as; raises
-    PrivilegeError saying how to create it when it does not exist."""
+def service_user(config: Config) -> ServiceUser:
+    """The unprivileged user a daemon started as root serves as: the config's ``user``
+    or, for a personal memory, its owner. Raises PrivilegeError saying how to fix it
+    when that user does not exist or is root."""
+    if config.personal is not None:
+        try:
+            entry = pwd.getpwuid(config.personal.owner)
+        except KeyError:
+            raise PrivilegeError(f"the personal memory's owner (uid {config.personal.owner}) "
+                                 "is no user of this machine: set [personal] owner") from None
+        if entry.pw_uid == 0:
+            raise PrivilegeError("a personal memory serves one normal user's agents: run "
+                                 "`memfs serve --personal` as that user, or set [personal] "
+                                 "owner to that user's uid")
+        return ServiceUser(entry.pw_name, entry.pw_uid, entry.pw_gid)
+    name = config.user
     try:
         entry = pwd.getpwnam(name)
     except KeyError:

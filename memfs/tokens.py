@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import hmac
 import json
@@ -31,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memfs.store import statefile
 from memfs.store.errors import InvalidInput, MemfsError, NotFound
 
 log = logging.getLogger("memfs.tokens")
@@ -178,37 +178,14 @@ class Tokens:
     def _locked(self) -> Iterator[dict[str, TokenRecord]]:
         """The records on disk under the shared lock; whatever the body leaves in the
         dict is written back atomically when it changed."""
-        self._lock_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with statefile.locked(self._lock_path):
             records = self._read()
             before = dict(records)
             yield records
             if records != before:
-                self._write(records)
-        finally:
-            os.close(fd)
-
-    def _write(self, records: dict[str, TokenRecord]) -> None:
-        data = {"tokens": [dataclasses.asdict(r) for r in records.values()]}
-        text = json.dumps(data, indent=1, sort_keys=True) + "\n"
-        tmp = self.path.with_name(f".tokens.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.rename(tmp, self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        directory = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+                data = {"tokens": [dataclasses.asdict(r) for r in records.values()]}
+                statefile.write_atomically(self.path,
+                                           json.dumps(data, indent=1, sort_keys=True) + "\n")
 
     def create(self, agent: str, label: str = "", expires_days: float | None = None,
                now: float | None = None) -> tuple[str, TokenRecord]:

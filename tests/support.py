@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from control.client import Client
+from control.client import Client, PermissionDeniedError
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -94,7 +94,7 @@ def dump_toml(config: Mapping[str, Any]) -> str:
         if isinstance(table, Mapping):
             scalars = [f"{name} = {toml_value(body)}" for name, body in table.items()
                        if not isinstance(body, Mapping)]
-            if scalars:  # e.g. [jail] or [limits]: one table, every key under it
+            if scalars or not table:  # e.g. [jail] or [limits], or [personal] left empty
                 lines += [f"\n[{key}]", *scalars]
             for name, body in table.items():
                 if isinstance(body, Mapping):
@@ -104,6 +104,14 @@ def dump_toml(config: Mapping[str, Any]) -> str:
 
 
 CREATED_DIRS: list[Path] = []  # removed at the end of the test session (conftest)
+
+
+def is_mounted(path: Path) -> bool:
+    """Something is mounted at ``path`` (mountinfo: also a FUSE mount root may not stat,
+    one without allow_other)."""
+    target = os.fsencode(path)
+    with open("/proc/self/mountinfo", "rb") as handle:
+        return any(line.split(b" ")[4] == target for line in handle)
 
 
 def public_tmpdir(prefix: str = "memfs-test-") -> Path:
@@ -184,15 +192,17 @@ class Daemon:
         raise RuntimeError(f"daemon not ready after {timeout}s:\n{self.log()}")
 
     def _ready(self) -> bool:
-        if self.mount and not os.path.ismount(self.mountpoint):
+        if self.mount and not is_mounted(self.mountpoint):
             return False
         if "http" in self.config and self._http_url() is None:
             return False
         try:
             with Client(str(self.socket)) as client:
                 client.call("whoami")
-        except Exception as error:
-            return "not mapped" in str(error)  # root is a delegate, not an agent: still up
+        except PermissionDeniedError:  # root is a delegate (or not served at all): up
+            return True
+        except Exception:
+            return False
         return True
 
     def _http_url(self) -> str | None:

@@ -83,7 +83,8 @@ class Web:
         self.feed = feed
         config = dispatcher.engine.config
         limits = config.http or HttpConfig()
-        self.signins = SignIns(dispatcher.tokens, config.agents, most=limits.max_web_sessions,
+        self.signins = SignIns(dispatcher.tokens, dispatcher.engine.agents,
+                               most=limits.max_web_sessions,
                                per_agent=limits.max_web_sessions_per_agent)
         self.env = environment()
 

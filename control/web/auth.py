@@ -89,7 +89,7 @@ async def login(web: Web, request: Request) -> Response:
         next_url = safe_next(form.get("next"))
         token = form.get("token", "").strip()
         record = web.dispatcher.tokens.verify(token) if token else None
-        if record is None or record.agent not in web.dispatcher.engine.config.agents:
+        if record is None or record.agent not in web.dispatcher.engine.agents:
             return _login_page(web, request, next_url, status=401,
                                error="That token is unknown, revoked or expired.")
         web.signins.close(request.cookies.get(COOKIE))

@@ -54,6 +54,7 @@ import pyfuse3
 from memfs.fuse.nodes import (
     ATTR_TIMEOUT,
     ENTRY_TIMEOUT,
+    ROOT,
     Handle,
     Node,
     NodeTable,
@@ -141,8 +142,12 @@ class KernelCache(NodeTable):
                 self._notify(path)
 
     def _notify(self, path: MemPath) -> None:
-        self._drop_negative(path)
-        parent = self._find(path.store, path.parts[:-1], True)
+        for top in self._views():  # personal mode: the file in each agent's view
+            self._notify_view(path, top)
+
+    def _notify_view(self, path: MemPath, top: Node) -> None:
+        self._drop_negative(path, top)
+        parent = self._find(path.store, path.parts[:-1], True, top)
         node = None if parent is None else parent.child(path.parts[-1], False)
         if node is not None:
             node.last_size = None
@@ -182,8 +187,9 @@ class KernelCache(NodeTable):
                                  if epoch != self._hand_epoch}
             self._epoch_ended[self._hand_epoch] = now
             self._hand_epoch += 1
+            # (a child of the root, a store in system mode, is answered afresh anyway)
             nodes = [node for node in self._nodes.values()
-                     if node.store == store and node.parts and node.handed in recent]
+                     if node.store == store and node.parent != ROOT and node.handed in recent]
             negatives = [(key, until) for key, until in self._negative.items()
                          if until > now and self._nodes[key[0]].store == store]
             for key, _until in negatives:
@@ -199,11 +205,12 @@ class KernelCache(NodeTable):
                 with contextlib.suppress(OSError):
                     pyfuse3.invalidate_inode(node.ino, attr_only=True)
 
-    def _drop_negative(self, path: MemPath) -> None:
-        """Invalidate the negative entries we handed out for the file's name or any
-        directory above it (a commit may have created them): the next walk asks again."""
+    def _drop_negative(self, path: MemPath, top: Node) -> None:
+        """Invalidate the negative entries we handed out in the view below ``top`` for
+        the file's name or any directory above it (a commit may have created them):
+        the next walk asks again."""
         now = time.monotonic()
-        directory = self._find(path.store, (), True)
+        directory = self._find(path.store, (), True, top)
         for name in path.parts:
             if directory is None:
                 return  # never looked up: the kernel has no entry below it

@@ -213,11 +213,7 @@ def _install_fast_wait(fd: int) -> Callable[[], None]:
     return restore
 
 
-# The guardian's program (see Mount): wait until the daemon closes its pipe (at stop,
-# or the kernel when it dies), then until its FUSE connection is gone (a statfs waits
-# while the connection outlives its server), then exit.
-_GUARDIAN = ("import os, sys\nsys.stdin.buffer.read()\ntry:\n    os.statvfs(sys.argv[1])\n"
-             "except OSError:\n    pass\n")
+GUARDIAN = Path(__file__).with_name("guardian.py")  # see Mount
 
 
 class Mount:
@@ -228,8 +224,9 @@ class Mount:
     fails with ENOTCONN. When the kernel ends a killed daemon it may close that socket
     before /dev/fuse: the helper's open then waits on a connection about to be aborted,
     fails with ECONNABORTED, and the mount stays (6 times in 20 SIGKILLs on a loaded
-    machine). So a guardian, a small process of ours, holds a second copy of that end
-    and lets it go only once the connection is dead (`_GUARDIAN`)."""
+    machine); and a mount without allow_other it never unmounts. So a guardian, a
+    small process of ours, holds a second copy of that end, lets it go only once the
+    connection is dead, and unmounts what the helper left (`memfs.fuse.guardian`)."""
 
     def __init__(self, view: MemoryView, mountpoint: Path, fuse_fd: int,
                  channels: dict[int, str], helper: int | None) -> None:
@@ -241,7 +238,8 @@ class Mount:
         read, self._guardian_pipe = os.pipe()
         try:
             self.guardian = subprocess.Popen(
-                [sys.executable, "-S", "-c", _GUARDIAN, os.fspath(mountpoint)], stdin=read,
+                [sys.executable, "-S", os.fspath(GUARDIAN), os.fspath(mountpoint),
+                 str(helper or 0), shutil.which("fusermount3") or "fusermount3"], stdin=read,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=list(channels),
                 cwd="/", start_new_session=True)
         finally:

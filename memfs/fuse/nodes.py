@@ -2,16 +2,18 @@
 to the kernel.
 
 Inodes. One stable inode number per (store, path, kind) for the daemon's life, the
-same for every agent; only listings differ per agent. Symlinks, FIFOs, sockets
-and devices are hidden (never listed, ENOENT); ROOT/state is never reachable.
+same for every agent; only listings differ per agent. In personal mode the root holds
+one directory per agent, each with the stores below it, and a node belongs to one
+agent's view (``agent``): one inode per (agent, store, path, kind). Symlinks, FIFOs,
+sockets and devices are hidden (never listed, ENOENT); ROOT/state is never reachable.
 
-Attributes. A store directory (a child of the root) is always answered with
-``entry_timeout = attr_timeout = 0`` (see Isolation in memfs/fuse/view.py); its own
-times are re-read at most every STORE_ATTR_REFRESH seconds, and at once after a
-commit through this daemon. Anything deeper is cached for ENTRY_TIMEOUT and
-ATTR_TIMEOUT, and its attributes are built once per (size, mtime, ctime). While
-cached handles of a file are open its attributes are those of the version that owns
-the page cache (memfs/fuse/cache.py).
+Attributes. A child of the root (a store directory; in personal mode an agent's
+directory) is always answered with ``entry_timeout = attr_timeout = 0`` (see
+Isolation in memfs/fuse/view.py); a store directory's own times are re-read at most
+every STORE_ATTR_REFRESH seconds, and at once after a commit through this daemon.
+Anything deeper is cached for ENTRY_TIMEOUT and ATTR_TIMEOUT, and its attributes are
+built once per (size, mtime, ctime). While cached handles of a file are open its
+attributes are those of the version that owns the page cache (memfs/fuse/cache.py).
 
 `NodeTable` is a mixin of `memfs.fuse.view.MemoryView`, whose ``__init__`` sets up
 the state declared on it.
@@ -61,7 +63,7 @@ def _ident(st: os.stat_result) -> Ident:
 @dataclass(eq=False, slots=True)  # one per path met: no per-instance dict
 class Node:
     ino: int
-    store: str  # "" for the root
+    store: str  # "" for the root (and an agent's directory)
     parts: tuple[str, ...]  # below the store; () for a store directory
     is_dir: bool
     parent: int
@@ -82,16 +84,22 @@ class Node:
     # file (an empty dict would cost 64 bytes a file).
     files: dict[str, Node] | None = None
     dirs: dict[str, Node] | None = None
+    agent: str = ""  # personal mode: the agent whose view this node is part of
 
     @property
     def is_store(self) -> bool:
         return self.is_dir and self.store != "" and not self.parts
 
     @property
+    def is_agent(self) -> bool:
+        """An agent's directory (personal mode: a child of the root)."""
+        return not self.store and self.agent != ""
+
+    @property
     def name(self) -> bytes:
         """The name in its directory, as the kernel gets it (made when needed: kept,
         it would cost ~40 bytes a node)."""
-        return os.fsencode(self.parts[-1] if self.parts else self.store)
+        return os.fsencode(self.parts[-1] if self.parts else self.store or self.agent)
 
     def child(self, name: str, is_dir: bool) -> Node | None:
         """The child node of that name and kind, if one was made (None for a file)."""
@@ -115,6 +123,7 @@ class Handle:
 class DirHandle:
     node: Node
     agent: str | None
+    uid: int  # the opener's
     entries: list[tuple[bytes, pyfuse3.EntryAttributes]] | None = None
 
 
@@ -142,6 +151,7 @@ class NodeTable:
     attributes."""
 
     engine: Engine
+    _personal = False  # the root holds agents' directories (memfs/fuse/view.py)
     _started_ns: int  # the root's times
     _nodes: dict[int, Node]
     _next_ino: Iterator[int]
@@ -162,8 +172,9 @@ class NodeTable:
 
     def _child(self, parent: Node, name: str, is_dir: bool) -> Node:
         """The node of ``name`` (a directory or not) in the directory ``parent``, made
-        on first use. The root holds stores only."""
-        if parent.ino == ROOT:
+        on first use. The root holds stores only (in personal mode agents' directories,
+        which hold stores only)."""
+        if parent.ino == ROOT or parent.is_agent:
             is_dir = True
         children = parent.dirs if is_dir else parent.files
         assert children is not None  # a parent is a directory
@@ -172,20 +183,38 @@ class NodeTable:
             with self._lock:
                 node = children.get(name)
                 if node is None:
-                    store, parts = ((name, ()) if parent.ino == ROOT
-                                    else (parent.store, (*parent.parts, name)))
-                    node = Node(next(self._next_ino), store, parts, is_dir, parent.ino)
+                    agent = parent.agent
+                    parts: tuple[str, ...]
+                    if parent.ino == ROOT and self._personal:
+                        store, parts, agent = "", (), name
+                    elif parent.ino == ROOT or parent.is_agent:
+                        store, parts = name, ()
+                    else:
+                        store, parts = parent.store, (*parent.parts, name)
+                    node = Node(next(self._next_ino), store, parts, is_dir, parent.ino,
+                                agent=agent)
                     if is_dir:
                         node.files, node.dirs = {}, {}
                     self._nodes[node.ino] = node
                     children[name] = node  # the same object as parts[-1]
         return node
 
-    def _find(self, store: str, parts: tuple[str, ...], is_dir: bool) -> Node | None:
-        """The node of STORE/PARTS, if one was ever made (the kernel was told of it);
-        found from the root through the directories' children (no second index: ~100
-        bytes a node saved)."""
-        node = self._nodes[ROOT].child(store, True)
+    def _views(self) -> list[Node]:
+        """The top of each view: the root, or in personal mode each agent's directory
+        the kernel was told of."""
+        root = self._nodes[ROOT]
+        if not self._personal:
+            return [root]
+        assert root.dirs is not None
+        with self._lock:  # the loop thread may add one meanwhile
+            return list(root.dirs.values())
+
+    def _find(self, store: str, parts: tuple[str, ...], is_dir: bool,
+              top: Node | None = None) -> Node | None:
+        """The node of STORE/PARTS in the view below ``top`` (default: the root), if
+        one was ever made (the kernel was told of it); found through the directories'
+        children (no second index: ~100 bytes a node saved)."""
+        node = (top or self._nodes[ROOT]).child(store, True)
         for depth, name in enumerate(parts):
             if node is None:
                 return None
@@ -229,6 +258,18 @@ class NodeTable:
         attrs.entry_timeout = ROOT_ATTR_TIMEOUT
         return attrs
 
+    def _agent_attrs(self, node: Node) -> pyfuse3.EntryAttributes:
+        """An agent's directory (personal mode): the root's times, timeouts 0 (it is
+        the child of the root that every path walk revalidates, as a store directory
+        is in system mode); one reply object per agent, reused."""
+        attrs = node.store_entry
+        if attrs is None:
+            attrs = node.store_entry = self._root_attrs()
+            attrs.st_ino = node.ino
+            attrs.attr_timeout = attrs.entry_timeout = 0
+        node.handed = self._hand_epoch
+        return attrs
+
     def _attrs(self, node: Node, st: os.stat_result) -> pyfuse3.EntryAttributes:
         if not node.is_dir and node.owner_handles and node.owner_stat is not None:
             st = node.owner_stat  # keep i_size equal to the pages being served
@@ -259,7 +300,7 @@ class NodeTable:
         attrs.st_atime_ns = st.st_mtime_ns
         attrs.st_mtime_ns = st.st_mtime_ns
         attrs.st_ctime_ns = st.st_ctime_ns
-        if node.is_store:
+        if node.parent == ROOT:  # a store directory (see _store_attrs)
             attrs.entry_timeout = 0
             attrs.attr_timeout = 0
         else:

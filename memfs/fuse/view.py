@@ -6,16 +6,24 @@ unknown uid (root included, it is not an agent) sees an empty root. A store the 
 is not attached to does not exist for it: lookup, getattr, opendir, open, getxattr
 and access all answer ENOENT at the root level and EACCES below it.
 
+Personal mode: one uid (the owner) runs every agent, so the uid cannot tell them
+apart; the path does. The root lists the registered agents, ``AGENT/`` holds every
+store, and whatever is read through ``AGENT/STORE/...`` is read by AGENT (its seen
+record, ``user.memfs.seen``, its "changed since"; a search is still no read). Only
+the owner's uid sees anything; any other uid sees an empty root.
+
 Isolation under shared kernel caches. The kernel's dentry and attribute caches are
-shared by every uid, so a store directory (a child of the root) is always returned
-with ``entry_timeout = attr_timeout = 0``: every path walk through ``/memory/STORE``
-revalidates that dentry with a LOOKUP that carries the walker's uid, and a denied
-lookup drops the dentry. Anything deeper can be cached (ENTRY_TIMEOUT/ATTR_TIMEOUT)
-because it can only be reached by walking through the store dentry. The root's
-readdir is never cached by the kernel (no FOPEN_CACHE_DIR) and is computed per
-opendir from the opener's uid. That store LOOKUP is the most frequent request of all
-(every open by path; rg also canonicalises each matching file's path, one more walk
-per component), so it is one probe of a table built from the config.
+shared by every uid, so a child of the root (a store directory; in personal mode an
+agent's directory) is always returned with ``entry_timeout = attr_timeout = 0``:
+every path walk through ``/memory/STORE`` (``~/memory/AGENT``) revalidates that
+dentry with a LOOKUP that carries the walker's uid, and a denied lookup drops the
+dentry. Anything deeper can be cached (ENTRY_TIMEOUT/ATTR_TIMEOUT) because it can
+only be reached by walking through that dentry. The root's readdir is never cached
+by the kernel (no FOPEN_CACHE_DIR) and is computed per opendir from the opener's
+uid. That LOOKUP is the most frequent request of all (every open by path; rg also
+canonicalises each matching file's path, one more walk per component), so it is one
+probe of a table built from the config (in personal mode, of the registered names
+held in memory).
 
 Cost of an open. Pinning is one openat2 and one fstat; the version record and the
 agent's seen record are answered from memory while provably unchanged (see
@@ -85,6 +93,9 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         self.engine = engine
         self.config = engine.config
         self._agent_by_uid = {spec.uid: name for name, spec in self.config.agents.items()}
+        # personal mode: the one uid served; agents are the root's directories
+        self._owner = None if self.config.personal is None else self.config.personal.owner
+        self._personal = self._owner is not None
         self._started_ns = time.time_ns()
         root = Node(ROOT, "", (), True, ROOT, files={}, dirs={})
         self._nodes: dict[int, Node] = {ROOT: root}
@@ -109,6 +120,7 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         # (uid, name) -> store node, for every store the uid's agent may read: the
         # root lookup, sent on every path walk through a store, is one dict probe.
         self._root_entries: dict[tuple[int, bytes], Node] = {}
+        self._agent_nodes: dict[bytes, Node] = {}  # personal mode: name -> agent's directory
         for uid, agent in self._agent_by_uid.items():
             for store in self.engine.readable_stores(agent):
                 if store in self.config.stores and _showable(store):
@@ -147,19 +159,26 @@ class MemoryView(KernelCache, pyfuse3.Operations):
 
     # -- identity -----------------------------------------------------------------
 
-    def _agent(self, ctx: pyfuse3.RequestContext) -> str | None:
-        return self._agent_by_uid.get(ctx.uid)
+    def _agent(self, ctx: pyfuse3.RequestContext, node: Node) -> str | None:
+        """The agent reading ``node`` for the caller: its uid's agent, or in personal
+        mode the agent of the node's view (the owner's uid only)."""
+        if self._owner is None:
+            return self._agent_by_uid.get(ctx.uid)
+        return (node.agent or None) if ctx.uid == self._owner else None
 
     def _may_read(self, agent: str | None, store: str) -> bool:
         return agent is not None and self.config.access(agent, store) is not None
 
     def _visible_node(self, inode: int, ctx: pyfuse3.RequestContext) -> tuple[Node, str | None]:
-        """The node, checked against the caller: ENOENT for a store it cannot see,
-        EACCES for anything below one (only reachable through a leaked fd)."""
+        """The node, checked against the caller: ENOENT for a child of the root it
+        cannot see, EACCES for anything below one (only reachable through a leaked
+        fd). In personal mode the owner sees every agent's view, whole (a store node
+        is made only for a store of the config)."""
         node = self._node(inode)
-        agent = self._agent(ctx)
-        if node.ino != ROOT and not self._may_read(agent, node.store):
-            raise _fail(errno.ENOENT if node.is_store else errno.EACCES)
+        agent = self._agent(ctx, node)
+        if node.ino != ROOT and (agent is None if self._personal
+                                 else not self._may_read(agent, node.store)):
+            raise _fail(errno.ENOENT if node.parent == ROOT else errno.EACCES)
         return node, agent
 
     # -- lookup and attributes ------------------------------------------------------
@@ -171,6 +190,8 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             # Sent on every path walk through a store (its entry is never cached), so
             # kept to one probe of a table built from the (static) config; never a
             # negative entry: the kernel would share it with every uid.
+            if self._personal:
+                return self._agent_entry(name, ctx)
             node = self._root_entries.get((ctx.uid, name))
             if node is None:
                 raise _fail(errno.ENOENT)
@@ -181,6 +202,11 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         text = os.fsdecode(name)
         if not _showable(text):
             raise _fail(errno.ENOENT)
+        if parent.is_agent:  # personal mode: a store in an agent's view
+            if text not in self.config.stores:
+                raise _fail(errno.ENOENT)
+            node = self._child(parent, text, True)
+            return self._attrs(node, os.fstat(self.engine.store_fd(text)))
         # Recorded before looking, so that a commit creating the name while we look
         # finds the record and invalidates the entry we are about to hand out.
         key = (parent.ino, name)
@@ -195,6 +221,20 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             self._negative.pop(key, None)
         return self._attrs(self._child(parent, text, kind), st)
 
+    def _agent_entry(self, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        """Personal mode: the root's entry ``name``, a registered agent's directory,
+        for the owner only. Sent on every path walk, so one probe of the agents met
+        (names are never unregistered); a new one is looked up in the registry."""
+        if ctx.uid != self._owner:
+            raise _fail(errno.ENOENT)
+        node = self._agent_nodes.get(name)
+        if node is None:
+            text = os.fsdecode(name)
+            if not _showable(text) or text not in self.engine.agents:
+                raise _fail(errno.ENOENT)
+            node = self._agent_nodes[name] = self._child(self._nodes[ROOT], text, True)
+        return self._agent_attrs(node)
+
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         # Inode numbers stay allocated for the daemon's life (stable per path), so the
         # kernel may forget them freely; nothing to free.
@@ -205,7 +245,9 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         node, _agent = self._visible_node(inode, ctx)
         if node.ino == ROOT:
             return self._root_attrs()
-        if node.is_store:
+        if node.is_agent:
+            return self._agent_attrs(node)
+        if node.is_store and not self._personal:
             return self._store_attrs(node)
         if not node.is_dir and node.owner_handles and node.owner_stat is not None:
             return self._attrs(node, node.owner_stat)
@@ -242,13 +284,20 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         if not node.is_dir:
             raise _fail(errno.ENOTDIR)
         fh = next(self._next_fh)
-        self._dirs[fh] = DirHandle(node, agent)
+        self._dirs[fh] = DirHandle(node, agent, ctx.uid)
         return fh
 
     def _list(self, handle: DirHandle) -> list[tuple[bytes, pyfuse3.EntryAttributes]]:
         node = handle.node
         entries = self._dots(node)
-        if node.ino == ROOT:
+        if node.ino == ROOT and self._personal:
+            if handle.uid == self._owner:
+                for agent in self.engine.agents:
+                    if _showable(agent):
+                        child = self._child(node, agent, True)
+                        entries.append((child.name, self._agent_attrs(child)))
+            return entries
+        if node.ino == ROOT or node.is_agent:
             if handle.agent is None:
                 return entries
             for store in self.engine.readable_stores(handle.agent):
@@ -294,6 +343,8 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         """"." and ".." (the kernel takes only their inode numbers from readdirplus)."""
         if node.ino == ROOT:
             here = self._root_attrs()
+        elif node.is_agent:
+            here = self._agent_attrs(node)
         else:
             st = self._backing_stat(node.store, node.parts)
             if st is None:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from memfs.config import NAME_RE
 from memfs.memory import decisions, sessions, tasks
 from memfs.memory import records as r
 from memfs.memory.folders import Folder
@@ -59,14 +60,15 @@ class Memory:
         return self._folders[(store, folder)].records()
 
     def _change(self, agent: str, store: str, op: str, summary: str | Callable[[Any], str],
-                decide: Any) -> tuple[Any, str | None]:
+                decide: Any, *, forced: bool = False) -> tuple[Any, str | None]:
         """One step: ``decide(read, now)`` returns (writes, result); ``summary`` is the
-        commit's first line (or makes it from the result)."""
+        commit's first line (or makes it from the result); ``forced``: it overrides
+        another agent's claim."""
 
         def plan(read: Reader) -> Plan:
             writes, result = decide(read, self.clock())
             return Plan(writes, op, summary if isinstance(summary, str) else summary(result),
-                        result)
+                        result, forced)
 
         return self.engine.update(agent, store, plan)
 
@@ -171,11 +173,34 @@ class Memory:
 
     def task_release(self, agent: str, store: str | None, task_id: str, *,
                      force: bool = False) -> dict[str, Any]:
-        """Release the lease; ``force`` (the caller checked it is a delegate) releases
-        another agent's."""
+        """Release the lease; ``force`` (the caller checked it may) releases another
+        agent's, and the commit says so: ``task: claude's lease of fix-login released
+        by codex, forced`` with ``Memfs-Forced: yes``."""
         store = self.store_for(agent, store)
-        return self._task(agent, store, task_id, "released", lambda cur, now: tasks.released(
-            cur, task_id, agent, now, force=force))
+        if not force:
+            return self._task(agent, store, task_id, "released",
+                              lambda cur, now: tasks.released(cur, task_id, agent, now,
+                                                              force=False))
+        path = tasks.path_of(task_id)
+
+        def decide(read: Reader, now: float) -> tuple[dict[str, bytes | None], Any]:
+            current = read(path)
+            task = tasks.released(current, task_id, agent, now, force=True)
+            before = tasks.parse(path.rsplit("/", 1)[-1], current or b"")
+            lease = before.lease if before is not None else None
+            holder = str(lease.get("agent")) if lease is not None else agent
+            return {path: tasks.render(task)}, (tasks.Task(task).view(now), holder)
+
+        def summary(result: tuple[Any, str]) -> str:
+            holder = result[1]
+            if holder == agent:
+                return f"task: {agent} released {task_id}, forced"
+            shown = holder if NAME_RE.fullmatch(holder) else r.literal(holder)
+            return f"task: {shown}'s lease of {task_id} released by {agent}, forced"
+
+        (view, _holder), commit = self._change(agent, store, "task", summary, decide,
+                                               forced=True)
+        return {**view, "store": store, "commit": commit}
 
     def _task(self, agent: str, store: str, task_id: str, verb: str,
               change: Any) -> dict[str, Any]:

@@ -45,7 +45,14 @@ import pygit2
 from memfs.store import backing, crashpoints
 from memfs.store.errors import InvalidInput, NoSpace, refused_when_full
 from memfs.store.generation import Generation
-from memfs.store.history import Change, HistoryError, HistoryFull, StoreHistory, message_for
+from memfs.store.history import (
+    Change,
+    HistoryError,
+    HistoryFull,
+    StoreHistory,
+    current_delegate,
+    message_for,
+)
 from memfs.store.paths import MemPath, nameable
 from memfs.store.planted import PlantedIndex
 from memfs.store.seen import SeenRecords
@@ -198,7 +205,8 @@ class Store:
         several = len(landings) > 1
         digest = landings[0].digest if not several else None
         prepared = self._prepare(landings, agent, email,
-                                 message_for(summary, op, digest, forced))
+                                 message_for(summary, op, digest, forced,
+                                             delegate=current_delegate()))
         crashpoints.reached("land.prepared")
         intent: dict[str, object] = {
             "agent": agent,
@@ -318,7 +326,7 @@ class Store:
             if blob is not None:
                 prepared = self._prepare([Landing(path, -1, None, blob)], agent, email,
                                          message_for(f"append {path}", "append", digest,
-                                                     False))
+                                                     False, delegate=current_delegate()))
         crashpoints.reached("append.prepared")
         intent: dict[str, object] = {
             "agent": agent, "head": self._head, "commit": prepared, "paths": {rel: digest},

@@ -8,6 +8,7 @@ Layout under ROOT::
     state/locks/STORE.lock       flock'd by the daemon committing to STORE
     state/landing/STORE/         files of a change of several files, until it lands
     state/history/STORE.git      the store's git history (history.py)
+    state/agents.json            personal mode: the agents registered by name (agents.py)
 
 The engine is synchronous and thread-safe: the daemon calls it from trio worker
 threads. Several engines (daemons) may share one ROOT: the store lock is an flock on
@@ -20,18 +21,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pygit2
 
-from memfs.config import Config
+from memfs.config import Config, check_name
 from memfs.store import backing
+from memfs.store.agents import AgentRegistry
 from memfs.store.commits import Landing, Store
 from memfs.store.errors import (
     ABSENT,
+    AgentRequired,
     Conflict,
     InvalidInput,
     NotFound,
@@ -89,13 +92,15 @@ class Committed:
 @dataclass(frozen=True)
 class Plan:
     """What an `Engine.update` step does: files to write (bytes) or delete (None),
-    keyed by path below the store, the history op and summary, and a result for the
-    caller."""
+    keyed by path below the store, the history op and summary, a result for the
+    caller, and whether it overrides another agent's claim (``forced``: its commit
+    says ``Memfs-Forced: yes``)."""
 
     writes: dict[str, bytes | None]
     op: str
     summary: str
     result: object = None
+    forced: bool = False
 
 
 RESERVED = ("sessions", "tasks", "decisions")  # folders of a structured store
@@ -121,6 +126,10 @@ class Engine(HistoryOps, Looking):
                                        state / "landing" / name, history, self.seen)
         self._staging = Staging(state / "staging")
         self.commit_listeners: list[Callable[[MemPath], None]] = []
+        # The agents' names: the config's, or in personal mode those registered so far.
+        self.agents: Collection[str] = (
+            config.agents if config.personal is None
+            else AgentRegistry(state, config.personal.owner))
 
     def close(self) -> None:
         for store in self._stores.values():
@@ -159,23 +168,60 @@ class Engine(HistoryOps, Looking):
     # -- identity and access ----------------------------------------------------
 
     def agent_for(self, uid: int, as_agent: str | None = None) -> str:
-        """Map a kernel-verified uid to an agent; a delegate uid may name another agent.
+        """The agent a kernel-verified uid acts as: the uid's own agent; with
+        ``as_agent``, that agent, if the uid is a delegate that may act for it. In
+        personal mode only the owner's uid is served and ``as_agent`` names the
+        agent it is (registered on first use, see `use_agent`): it must be given.
 
-        Raises PermissionDenied for an unknown uid, a non-delegate using ``as_agent``,
-        or an unknown agent name.
+        Raises PermissionDenied for an unknown uid, a non-delegate using
+        ``as_agent``, a delegate beyond its agents, an unknown agent name, or no
+        name in personal mode; InvalidInput for an invalid name in personal mode.
         """
-        if as_agent is not None:
-            if uid not in self.config.delegates:
-                raise PermissionDenied(f"uid {uid} is not a delegate and cannot act as an agent")
-            if as_agent not in self.config.agents:
-                raise PermissionDenied(f"no agent named {as_agent!r}")
+        config = self.config
+        if config.personal is not None:
+            if uid != config.personal.owner:
+                raise PermissionDenied(f"uid {uid} is not mapped to any agent: this memory "
+                                       f"is the personal memory of uid {config.personal.owner}")
+            if as_agent is None:
+                raise AgentRequired()
+            try:
+                check_name("agent", as_agent)
+            except ValueError as error:
+                raise InvalidInput(str(error)) from None
             return as_agent
-        agent = self.config.agent_for_uid(uid)
+        if as_agent is not None:
+            if not config.is_delegate(uid):
+                raise PermissionDenied(
+                    f"uid {uid} is not a delegate and cannot act as agent {as_agent!r} "
+                    "(--as, --agent and MEMFS_AGENT name an agent only for a delegate uid, "
+                    "or in personal mode)")
+            if as_agent not in config.agents:
+                raise PermissionDenied(f"no agent named {as_agent!r}")
+            self.check_delegation(uid, as_agent)
+            return as_agent
+        agent = config.agent_for_uid(uid)
         if agent is None:
             raise PermissionDenied(f"uid {uid} is not mapped to any agent")
         return agent
 
+    def check_delegation(self, uid: int, agent: str) -> None:
+        """Raise PermissionDenied, naming what it may act for, unless delegate ``uid``
+        may act for ``agent``."""
+        if not self.config.may_act_for(uid, agent):
+            allowed = self.config.delegations.get(uid) or ()
+            raise PermissionDenied(f"delegate uid {uid} may act only for "
+                                   f"{', '.join(sorted(allowed))}, not for {agent!r}")
+
+    def use_agent(self, agent: str) -> None:
+        """Note that ``agent`` is acting (any way in): in personal mode a new name is
+        registered and its last-seen time kept (memfs/store/agents.py). Raises
+        InvalidInput, PermissionDenied (a name another uid registered), NoSpace."""
+        if isinstance(self.agents, AgentRegistry):
+            self.agents.use(agent)
+
     def readable_stores(self, agent: str) -> list[str]:
+        if self.config.personal is not None:
+            return sorted(self.config.stores)
         spec = self.config.agents[agent]
         return sorted(spec.stores)
 
@@ -498,7 +544,7 @@ class Engine(HistoryOps, Looking):
                     # by such steps, which read what is there under the lock.
                     landings.append(Landing(path, parent, staged, blob, record=False))
                 commit = handles.land(author, self._email(author), landings, op=plan.op,
-                                      summary=plan.summary)
+                                      summary=plan.summary, forced=plan.forced)
             for parent in {landing.parent for landing in landings}:
                 os.fsync(parent)
         for landing in landings:

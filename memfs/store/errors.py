@@ -31,6 +31,17 @@ class PermissionDenied(MemfsError):
     to write; or a non-delegate tried to act for another agent."""
 
 
+class AgentRequired(PermissionDenied):
+    """A personal memory was asked something without the name of the agent asking:
+    the message says how to name it."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this is a personal memory: name the agent you are on every call, e.g. "
+            "`memfs --agent claude ...` or `export MEMFS_AGENT=claude` (MCP: `memfs mcp "
+            "--agent claude`)")
+
+
 class NotFound(MemfsError):
     """The store or file does not exist (for an agent allowed to know it)."""
 

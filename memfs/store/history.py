@@ -9,8 +9,9 @@ Plain git reads it (``git --git-dir ROOT/state/history/notes.git log -p``).
 
 A commit: author = the agent (``AGENT@memfs.invalid`` unless configured), committer =
 memfs, time = now (UTC); message = a first line such as ``write notes/a.md``, then
-the trailers ``Memfs-Op``, ``Memfs-Digest`` (blake3 of the new bytes) and
-``Memfs-Forced: yes`` on forced writes.
+the trailers ``Memfs-Op``, ``Memfs-Digest`` (blake3 of the new bytes),
+``Memfs-Forced: yes`` on forced changes and ``Memfs-Delegate: uid N`` on a change a
+delegate uid made for the agent (``delegated``).
 
 Files stay the source of truth. `recover` commits whatever differs between the tree
 of ``main`` and the files as a ``recover:`` commit by memfs (a crash between a rename
@@ -40,6 +41,7 @@ merges packs so that there are at most about log2(objects / PACK_AFTER) + 1 of t
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import fcntl
 import logging
@@ -129,6 +131,7 @@ class Entry:
     forced: bool
     digest: str | None
     patch: str | None = None
+    delegate: int | None = None  # the delegate uid that made it for the agent
 
     @property
     def short(self) -> str:
@@ -144,8 +147,32 @@ def _trailers(message: str) -> dict[str, str]:
     return found
 
 
+# The delegate uid on whose request the changes being made are (None: the agent's own),
+# set by the dispatcher around a delegate's request (`delegated`) and read where a
+# commit message is built (memfs/store/commits.py): every change of that request, in
+# whichever store, names the delegate, with no parameter through every layer between.
+_DELEGATE: contextvars.ContextVar[int | None] = contextvars.ContextVar("memfs_delegate",
+                                                                       default=None)
+
+
+@contextlib.contextmanager
+def delegated(uid: int | None) -> Iterator[None]:
+    """Within: the changes made in this thread (context) are made by delegate ``uid``
+    for the agent, and their commits say so (None: by the agent itself)."""
+    token = _DELEGATE.set(uid)
+    try:
+        yield
+    finally:
+        _DELEGATE.reset(token)
+
+
+def current_delegate() -> int | None:
+    """The delegate uid set by `delegated`, or None."""
+    return _DELEGATE.get()
+
+
 def message_for(summary: str, op: str, digest: str | None, forced: bool,
-                extra: Iterable[str] = ()) -> str:
+                extra: Iterable[str] = (), delegate: int | None = None) -> str:
     """A commit message: the summary line, optional body lines, then the trailers."""
     body = "\n".join(extra)
     lines = [summary, "", *([body, ""] if body else []), f"Memfs-Op: {op}"]
@@ -153,7 +180,14 @@ def message_for(summary: str, op: str, digest: str | None, forced: bool,
         lines.append(f"Memfs-Digest: {digest}")
     if forced:
         lines.append("Memfs-Forced: yes")
+    if delegate is not None:
+        lines.append(f"Memfs-Delegate: uid {delegate}")
     return "\n".join(lines) + "\n"
+
+
+def _delegate_of(trailer: str | None) -> int | None:
+    uid = (trailer or "").removeprefix("uid ")
+    return int(uid) if uid.isascii() and uid.isdigit() else None
 
 
 _REV_HEX = re.compile(r"[0-9a-f]{4,40}")
@@ -644,7 +678,8 @@ class StoreHistory:
                 or _under(p.delta.old_file.path, rel)))
         return Entry(str(commit.id), float(commit.commit_time), commit.author.name,
                      trailers.get("Memfs-Op", "?"), commit.message.split("\n", 1)[0],
-                     trailers.get("Memfs-Forced") == "yes", trailers.get("Memfs-Digest"), text)
+                     trailers.get("Memfs-Forced") == "yes", trailers.get("Memfs-Digest"), text,
+                     _delegate_of(trailers.get("Memfs-Delegate")))
 
     def content(self, commit: pygit2.Commit, rel: str) -> bytes:
         """The bytes of ``rel`` in ``commit``. Raises NotFound, InvalidInput."""

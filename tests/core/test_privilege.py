@@ -35,6 +35,7 @@ from tests.support import (
     connect_as,
     daemon_ids,
     dump_toml,
+    is_mounted,
     plant,
     public_tmpdir,
     run_as,
@@ -70,12 +71,6 @@ def exited(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
     except FileNotFoundError:
         return True
-
-
-def is_mounted(path: Path) -> bool:
-    target = os.fsencode(path)
-    with open("/proc/self/mountinfo", "rb") as handle:
-        return any(line.split(b" ")[4] == target for line in handle)
 
 
 def wait_until(condition: Any, what: str, seconds: float = 30) -> None:
@@ -279,6 +274,23 @@ def test_a_missing_or_root_service_user_is_refused_with_how_to_fix_it() -> None:
                               capture_output=True, text=True, cwd=REPO, timeout=scaled(60))
         assert done.returncode == 1 and message in done.stderr, done.stderr
         assert not Path(config["socket"]).exists()
+        assert not Path(config["root"]).exists()
+
+
+def test_root_starts_a_personal_memory_only_for_a_real_user_other_than_root() -> None:
+    """Root starting a personal memory drops to its owner, not to `user` (served as a
+    real user in tests/core/test_personal_user.py); an owner that is root or no user of
+    the machine is refused, saying what to do, and nothing is made."""
+    base = public_tmpdir()
+    for owner, expected in ((0, "run `memfs serve --personal` as that user"),
+                            (UID_A, f"owner (uid {UID_A}) is no user of this machine")):
+        config = {"root": str(base / f"root-{owner}"), "socket": str(base / f"{owner}.sock"),
+                  "stores": {"notes": {}}, "personal": {"owner": owner}}
+        path = base / f"personal-{owner}.toml"
+        path.write_text(dump_toml(config))
+        done = subprocess.run([*MEMFS, "serve", "--config", str(path), "--no-mount"],
+                              capture_output=True, text=True, cwd=REPO, timeout=scaled(60))
+        assert done.returncode == 1 and expected in done.stderr, done.stderr
         assert not Path(config["root"]).exists()
 
 

@@ -11,6 +11,9 @@ AGREE = [
     ["cat", "notes/a.md", "--offset", "3", "--limit", "10"],
     ["--socket", "/s", "cat", "notes/a.md"],
     ["--socket=/s", "--as", "bob", "--json", "cat", "notes/a.md"],
+    ["--agent", "claude", "cat", "notes/a.md"],
+    ["--agent=codex", "write", "notes/a.md"],
+    ["ls", "--agent", "claude"],
     ["cat", "notes/a.md", "--json"],
     ["ls"],
     ["ls", "notes/**/*.md", "ops/*"],
@@ -38,6 +41,8 @@ STEP_ASIDE = [
     ["edit", "a", "-e", "p"],
     ["download", "a", "b"],
     ["--socket"],
+    ["--agent"],
+    ["--agent", "--json", "ls"],
     ["frobnicate", "x"],
     ["brief", "a", "b"],
     ["brief", "--max-bytes", "many"],
@@ -55,8 +60,8 @@ def test_fast_path_matches_argparse(argv: list[str]) -> None:
     fast = cli._fast_args(argv)
     assert fast is not None
     slow = cli._parser().parse_args(argv)
-    expected = {"socket": None, "as_agent": None, "json": False, **vars(slow)}
-    assert {"socket": None, "as_agent": None, "json": False, **vars(fast)} == expected
+    defaults = {"socket": None, "as_agent": None, "agent": None, "json": False}
+    assert {**defaults, **vars(fast)} == {**defaults, **vars(slow)}
 
 
 @pytest.mark.parametrize("argv", STEP_ASIDE)
@@ -68,3 +73,25 @@ def test_grep_arguments_pass_through_untouched() -> None:
     assert cli._split_grep(["--as", "bob", "grep", "-i", "--as", "x"]) == (
         ["--as", "bob", "grep"], ["-i", "--as", "x"])
     assert cli._split_grep(["cat", "notes/grep"]) == (["cat", "notes/grep"], None)
+
+
+def test_grep_arguments_after_an_agent_name() -> None:
+    assert cli._split_grep(["--agent", "claude", "grep", "-i", "x"]) == (
+        ["--agent", "claude", "grep"], ["-i", "x"])
+
+
+def test_the_agent_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--as (a delegate) or --agent or MEMFS_AGENT (personal mode): one wire field."""
+
+    def named(**given: str | None) -> str | None:
+        return cli._acting_as(cli._Args(**{"as_agent": None, "agent": None, **given}))
+
+    monkeypatch.delenv("MEMFS_AGENT", raising=False)
+    assert named() is None
+    assert named(agent="claude") == named(as_agent="claude") == "claude"
+    monkeypatch.setenv("MEMFS_AGENT", "codex")
+    assert named() == "codex"
+    assert named(agent="claude") == "claude" and named(as_agent="bob") == "bob"
+    assert named(as_agent="bob", agent="bob") == "bob"
+    with pytest.raises(cli.Usage, match="name two agents"):
+        named(as_agent="bob", agent="claude")

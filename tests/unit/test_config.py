@@ -118,3 +118,104 @@ def test_control_and_http_connections_share_one_budget() -> None:
     assert control.max_connections + http.max_connections + 512 <= 512 + 200
     with pytest.raises(MemfsError, match="fd_reserve"):
         connection_limits(config, 512 + 20)  # HTTP would get fewer than 8
+
+
+# -- delegates ----------------------------------------------------------------------------
+
+
+def test_delegates_as_a_list_may_act_for_any_agent() -> None:
+    config = parse_config(with_(delegates=[0, 1001]))
+    assert config.delegations == {0: None, 1001: None}
+    assert config.may_act_for(1001, "reviewer") and not config.may_act_for(1002, "oncall")
+    assert config.known_uid(1001) and config.known_uid(2001) and not config.known_uid(5)
+
+
+def test_delegates_as_a_table_are_limited_to_their_agents() -> None:
+    config = parse_config(with_(delegates={"1001": ["oncall"], "0": "*"}))
+    assert config.delegations == {1001: frozenset({"oncall"}), 0: None}
+    assert config.may_act_for(1001, "oncall") and not config.may_act_for(1001, "reviewer")
+    assert config.may_act_for(0, "reviewer") and config.is_delegate(1001)
+    assert not config.is_delegate(2001)
+
+
+@pytest.mark.parametrize(("delegates", "fragment"), [
+    ({"1001": ["oncal"]}, "delegates.1001: no agent named 'oncal' (defined: oncall, reviewer)"),
+    ({"1001": []}, 'delegates.1001: name the agents it may act for, or "*" for any'),
+    ({"1001": "oncall"}, 'delegates: 1001: want a list of agent names or "*" (any agent)'),
+    ({"root": "*"}, "delegates: 'root' is not a uid"),
+    ({"-1": "*"}, "delegates: '-1' is not a uid"),
+    ({"4294967295": "*"}, "is not a uid"),
+    ("root", "delegates: want a list of uids (delegates = [0, 1001]: any agent) or a table"),
+    (["0"], "delegates: a list of delegates holds uids (integers), got '0'"),
+    ([True], "got True"),
+    ([-1], "got -1"),
+])
+def test_bad_delegates_say_what_is_wrong(delegates: object, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(with_(delegates=delegates))
+    assert fragment in str(caught.value)
+
+
+def test_a_name_with_a_line_break_is_refused() -> None:
+    """``$`` also matches before a final newline: names are matched whole."""
+    from memfs.config import check_name
+
+    for name in ("oncall\n", "a\nb", "x" * 65):
+        with pytest.raises(ValueError, match="bad agent name"):
+            check_name("agent", name)
+    with pytest.raises(ConfigError, match="bad agent name"):
+        parse_config(with_(agents={"oncall\n": {"uid": 5}}))
+
+
+# -- personal mode ------------------------------------------------------------------------
+
+
+def test_personal_mode_knows_no_agents_by_uid() -> None:
+    config = parse_config({"root": "/srv/m", "stores": {"notes": {}},
+                           "personal": {"owner": 1000}})
+    assert config.personal is not None and config.personal.owner == 1000
+    assert config.access("anyone", "notes") == "read_write"
+    assert config.access("anyone", "other") is None
+    assert config.agent_for_uid(1000) is None
+    assert config.known_uid(1000) and not config.known_uid(0)
+    import os
+
+    assert parse_config({"root": "/srv/m", "personal": {}}).personal.owner == os.getuid()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("extra", "fragment"), [
+    ({"agents": {"a": {"uid": 5}}}, "agents: personal mode knows agents by name"),
+    ({"delegates": [0]}, "delegates: in personal mode the owner acts for its own agents"),
+    ({"personal": {"owner": -1}}, "personal.owner"),
+    ({"personal": {"uid": 5}}, "personal.uid: unknown key"),
+])
+def test_bad_personal_configs(extra: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"root": "/srv/m", "personal": {}, **extra})
+    assert fragment in str(caught.value)
+
+
+def test_personal_config_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memfs.config import personal_config
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    config = personal_config()
+    assert config.root == tmp_path / "data" / "memfs"
+    assert config.mount == tmp_path / "memory"
+    assert config.socket == tmp_path / "run" / "memfs" / "control.sock"
+    assert list(config.stores) == ["notes"] and config.stores["notes"].structured
+    assert config.stores["notes"].history and config.http is None
+    assert config.personal is not None
+    assert personal_config(http_port=7801).http.listen == "127.0.0.1:7801"  # type: ignore[union-attr]
+
+    advanced = tmp_path / "advanced.toml"
+    advanced.write_text('[limits]\nmax_jail_runs = 2\n[http]\npublic_metrics = true\n')
+    config = personal_config(advanced, http_port=7800)
+    assert config.limits.max_jail_runs == 2 and config.root == tmp_path / "data" / "memfs"
+    assert config.http is not None and config.http.public_metrics
+    assert config.http.listen == "127.0.0.1:7800"
+    advanced.write_text('[agents.claude]\nuid = 5\n')
+    with pytest.raises(ConfigError, match="with --personal"):
+        personal_config(advanced)

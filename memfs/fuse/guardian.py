@@ -1,0 +1,42 @@
+"""The mount's guardian (see `memfs.fuse.mount.Mount`), run as its own small process:
+``python -S guardian.py MOUNTPOINT HELPER_PID FUSERMOUNT3`` with the daemon's end of fusermount3's
+auto_unmount socket among its descriptors and a pipe from the daemon on stdin.
+
+It guarantees that once the daemon is gone (stopped or killed) no mount of it stays:
+it waits until the daemon closes the pipe (at stop, or the kernel when the daemon
+dies), then until the FUSE connection is dead (a statfs waits while the connection
+outlives its server), then lets go of the socket (so fusermount3 looks only now), waits
+for fusermount3 to exit, and if the mount is still there unmounts it with
+``fusermount3 -u -z``: fusermount3's own check leaves a mount without ``allow_other``
+(its probe of the mount is refused instead of finding the connection gone).
+Standard library only, no site packages: it starts in a few milliseconds."""
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+
+_ESCAPED = {ord("\\"): b"\\134", ord(" "): b"\\040", ord("\t"): b"\\011", ord("\n"): b"\\012"}
+
+
+def mounted(path: bytes) -> bool:
+    """Something is mounted at ``path`` (mountinfo escapes four characters)."""
+    target = b"".join(_ESCAPED.get(byte, bytes([byte])) for byte in path)
+    with open("/proc/self/mountinfo", "rb") as info:
+        return any(line.split(b" ")[4] == target for line in info)
+
+
+def main(mountpoint: str, helper: int, fusermount3: str) -> None:
+    sys.stdin.buffer.read()
+    with contextlib.suppress(OSError):
+        os.statvfs(mountpoint)
+    os.closerange(3, 1 << 16)  # the socket: fusermount3 unmounts, or gives up, now
+    while os.path.exists(f"/proc/{helper}"):
+        time.sleep(0.005)
+    if mounted(os.fsencode(mountpoint)):
+        subprocess.run([fusermount3, "-u", "-z", "-q", mountpoint], check=False)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
