@@ -92,14 +92,27 @@ def memfs_root(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=scaled(60))
 
 
-def test_the_service_mount_is_attached_from_outside(tmp_path: Path) -> None:
-    unit = install_unit(tmp_path)
+# TODO(jail20): the jail needs root until jail20 lands: a daemon started as root drops
+# to the memfs user by itself, before it opens the FUSE session; the unit's start
+# as the memfs user (setpriv) passes with jail20 merged (seen on a scratch merge).
+AS_THE_UNIT = pytest.param(True, id="as-memfs", marks=pytest.mark.xfail(
+    strict=True, reason="TODO(jail20): the jail needs root until jail20 lands"))
+
+
+@pytest.mark.parametrize("as_memfs", [pytest.param(False, id="drops-root"), AS_THE_UNIT])
+def test_the_service_mount_is_attached_from_outside(as_memfs: bool) -> None:
+    """Started as the unit starts it (the memfs user, no_new_privs) or as root, which
+    then drops to the memfs user."""
+    unit = install_unit(public_tmpdir())  # readable by the daemon's user
     config = standard_config(public_tmpdir())
-    # TODO(jail20): start it as the memfs user (setpriv --reuid memfs --regid memfs
-    # --clear-groups --no-new-privs), as the unit does, once the jail needs no root;
-    # here it drops root by itself before it opens the FUSE session.
+    uid, gid = daemon_ids()
+    user: list[str] = []
+    if as_memfs:
+        os.chown(Path(config["root"]).parent, uid, gid)  # it makes its root and socket
+        user = ["setpriv", "--reuid", str(uid), "--regid", str(gid), "--clear-groups",
+                "--no-new-privs"]
     wrapper = ["unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", NAMESPACE,
-               "sh", PYTHON, str(SANDBOX), str(unit), "--"]
+               "sh", *user, PYTHON, str(SANDBOX), str(unit), "--"]
     daemon = Daemon(config, await_mount=True, wrapper=wrapper).start()
     try:
         assert daemon.proc is not None
@@ -137,7 +150,6 @@ def test_the_service_mount_is_attached_from_outside(tmp_path: Path) -> None:
             # the read through the mount counted: a write on it is no conflict
             alice.write("notes/served.md", "read, then written\n")
 
-        uid, gid = daemon_ids()
         mine = status(pid)
         assert mine["Uid"].split() == [str(uid)] * 4 and mine["Gid"].split() == [str(gid)] * 4
         for capabilities in ("CapEff", "CapPrm", "CapInh", "CapAmb"):
