@@ -161,12 +161,38 @@ def cmd_grep(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from memfs.daemon import main_serve  # the server stack, only when serving
+    from memfs.daemon import MountMode, main_serve  # the server stack, only when serving
 
     if args.http is not None and not args.personal:
         raise Usage("--http is for --personal (a config sets [http] listen)")
-    return main_serve(config_path=args.config, demo=args.demo, mount=not args.no_mount,
+    mount: MountMode = "none" if args.no_mount else "attach" if args.await_mount else "fusermount"
+    return main_serve(config_path=args.config, demo=args.demo, mount=mount,
                       socket_path=args.socket, personal=args.personal, http_port=args.http)
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    """``memfs attach`` and ``memfs detach``: the system service's root helper."""
+    from pathlib import Path
+
+    from memfs.config import ConfigError, load_config
+    from memfs.fuse.attach import attach, detach_mount
+    from memfs.store.errors import MemfsError
+
+    try:
+        config = load_config(Path(args.config))
+        if args.command == "attach":
+            attach(config, args.pid)
+            print(f"memfs attach: mounted {config.mount} for process {args.pid}",
+                  file=sys.stderr)
+        elif detach_mount(config):
+            print(f"memfs detach: unmounted {config.mount}", file=sys.stderr)
+    except ConfigError as error:
+        print(f"memfs {args.command}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except (MemfsError, OSError) as error:
+        print(f"memfs {args.command}: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -224,8 +250,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--http", nargs="?", const=7800, type=_port, metavar="PORT",
                        help="with --personal: also listen on http://127.0.0.1:PORT "
                             "(default 7800)")
-    serve.add_argument("--no-mount", action="store_true",
-                       help="serve the control socket only, without the FUSE mount")
+    mounting = serve.add_mutually_exclusive_group()
+    mounting.add_argument("--no-mount", action="store_true",
+                          help="serve the control socket only, without the FUSE mount")
+    mounting.add_argument("--await-mount", action="store_true",
+                          help="mount nothing: open a FUSE session and wait for root to "
+                          "mount it (`memfs attach`; the system service)")
+    attach = add("attach", cmd_attach, "as root: mount the FUSE session of a daemon started "
+                 "with --await-mount (the system service's ExecStartPost)")
+    attach.add_argument("--config", required=True, help="the daemon's TOML config file")
+    attach.add_argument("--pid", type=int, required=True, help="the daemon's pid ($MAINPID)")
+    detach = add("detach", cmd_attach, "as root: lazily unmount the mount of a daemon that "
+                 "has stopped (the system service's ExecStopPost)")
+    detach.add_argument("--config", required=True, help="the daemon's TOML config file")
     mcp = add("mcp", cmd_mcp, "run the MCP tool layer over stdio (over HTTP: /mcp on the "
               "daemon's [http] listener, with a bearer token)")
     mcp.add_argument("--http", dest="mcp_http", metavar="HOST:PORT",
@@ -390,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.rg_args:
             print("memfs grep: a PATTERN is required", file=sys.stderr)
             return EXIT_USAGE
-    if args.command in ("serve", "mcp"):
+    if args.command in ("serve", "mcp", "attach", "detach"):
         try:
             code: int = args.func(args)
         except Usage as error:

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import trio
 
@@ -172,6 +172,11 @@ def connection_limits(config: Config, fd_limit: int) -> tuple[ServerLimits, Http
     )
 
 
+# "fusermount": the daemon mounts the view itself; "attach": it opens a FUSE session
+# that root mounts from outside (`memfs attach`: the system service); "none": no mount
+MountMode = Literal["fusermount", "attach", "none"]
+
+
 @dataclass
 class Started:
     """What `start` opened, for `run` to serve."""
@@ -185,20 +190,23 @@ class Started:
     mount: Mount | None
 
 
-def start(config: Config, stack: contextlib.ExitStack, *, mount: bool = True) -> Started:
+def start(config: Config, stack: contextlib.ExitStack, *,
+          mount: MountMode = "fusermount") -> Started:
     """Open everything the daemon serves, each closed by ``stack``, in this order. As
     root only: the root, the mount point and the socket's directory handed to the
     service user (config ``user``; a personal memory's owner), and what root left in
     the root adopted. Then, as root or as the user who started the daemon: the HTTP
-    listener and the control socket bound, and (as root) root dropped for good. From there on, exactly as for a
-    start by a normal user: the jail started, the engine opened (no store file read),
-    the view mounted (through the setuid fusermount3), and the process locked down
+    listener and the control socket bound, and (as root) root dropped for good. From
+    there on, exactly as for a start by a normal user: the jail started, the engine
+    opened (no store file read), the view mounted (through the setuid fusermount3;
+    with ``mount="attach"`` only a FUSE session opened, which root mounts from
+    outside), and the process locked down
     (no_new_privs, not dumpable, no capability) before `run` reads a store, a request
     or a connection."""
     limits, http_limits = connection_limits(config, raise_fd_limit())
     user = privilege.service_user(config) if os.geteuid() == 0 else None
     if user is not None:
-        privilege.hand_over(config, user, mount=mount)
+        privilege.hand_over(config, user, mount=mount == "fusermount")
     bound = None
     if config.http is not None:
         from control.http_app import bind_http
@@ -214,12 +222,17 @@ def start(config: Config, stack: contextlib.ExitStack, *, mount: bool = True) ->
     stack.callback(jail.close)
     engine = Engine(config)
     stack.callback(engine.close)
-    mounted = None
-    if mount:
+    mounted: Mount | None = None
+    if mount == "fusermount":
         from memfs.fuse.mount import mount as mount_view
 
         others = any(agent.uid != os.geteuid() for agent in config.agents.values())
         mounted = mount_view(engine, config.mount, allow_other=others)
+    elif mount == "attach":
+        from memfs.fuse.mount import open_unmounted
+
+        mounted = open_unmounted(engine, config.mount)
+    if mounted is not None:
         stack.callback(mounted.close)
     privilege.lock_down()
     return Started(limits, http_limits, control, bound, jail, engine, mounted)
@@ -426,7 +439,7 @@ def _sole_error(error: BaseException) -> BaseException:
     return error
 
 
-def main_serve(*, config_path: str | None, demo: bool, mount: bool,
+def main_serve(*, config_path: str | None, demo: bool, mount: MountMode,
                socket_path: str | None, personal: bool = False,
                http_port: int | None = None) -> int:
     """Entry point of ``memfs serve``; returns the process exit code."""

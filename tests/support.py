@@ -147,8 +147,10 @@ class Daemon:
     def __init__(self, config: Mapping[str, Any], *, mount: bool = False,
                  config_path: Path | None = None, nofile: tuple[int, int] | None = None,
                  wrapper: Sequence[str] = (), env: Mapping[str, str] | None = None,
-                 user: str | None = None) -> None:
-        """``nofile``: start the daemon with this (soft, hard) RLIMIT_NOFILE.
+                 user: str | None = None, await_mount: bool = False) -> None:
+        """``await_mount``: ``memfs serve --await-mount`` (the system service's: root
+        must mount it with ``memfs attach``; ready once the socket answers).
+        ``nofile``: start the daemon with this (soft, hard) RLIMIT_NOFILE.
         ``wrapper``: argv run in front of ``memfs serve`` (e.g. nsenter into a network
         namespace); it must exec the daemon so that its pid is the daemon's.
         ``env``: added to the daemon's environment. ``user``: start it as this user
@@ -159,6 +161,7 @@ class Daemon:
         self.socket = Path(self.config["socket"])
         self.mountpoint = Path(self.config.get("mount", "/memory"))
         self.mount = mount
+        self.await_mount = await_mount
         self.config_path = config_path or self.socket.with_suffix(".toml")
         self.config_path.write_text(dump_toml(self.config))
         self.log_path = self.socket.with_suffix(".log")
@@ -169,7 +172,9 @@ class Daemon:
 
     def start(self, timeout: float = 120.0) -> Daemon:
         argv = [*self.wrapper, *MEMFS, "serve", "--config", str(self.config_path)]
-        if not self.mount:
+        if self.await_mount:
+            argv.append("--await-mount")
+        elif not self.mount:
             argv.append("--no-mount")
         if self.nofile is not None:  # prlimit execs the daemon: same pid
             argv = ["prlimit", f"--nofile={self.nofile[0]}:{self.nofile[1]}", "--", *argv]
@@ -189,6 +194,7 @@ class Daemon:
             if self._ready():
                 return self
             time.sleep(0.02)
+        self.kill()  # never left running by a start that failed
         raise RuntimeError(f"daemon not ready after {timeout}s:\n{self.log()}")
 
     def _ready(self) -> bool:

@@ -1,14 +1,19 @@
 """Mounting the read-only per-agent view (memfs/fuse/view.py) with pyfuse3 on trio.
 
-`mount` prepares the mount point (creates it, clears a stale mount left by a daemon
-that died) and mounts with ``fsname=memfs,ro,auto_unmount`` (and ``allow_other`` when
-other uids than the daemon's use the mount; no ``default_permissions``: the daemon
-decides per agent). The daemon is never root by then (memfs/privilege.py): libfuse
-mounts through the setuid ``fusermount3``, which, with ``auto_unmount``, stays
-running as a tiny root helper that only waits for the daemon's end of a socket to
-close and then unmounts, so a daemon that is killed leaves no mount behind.
-`serve_mount` serves until cancelled; `Mount.close` then ends the FUSE session
-without ``fusermount3 -u`` (no_new_privs forbids it) and lets the helper unmount.
+Two ways to mount. `mount` prepares the mount point (creates it, clears a stale
+mount left by a daemon that died) and mounts with ``fsname=memfs,ro,auto_unmount``
+(and ``allow_other`` when other uids than the daemon's use the mount; no
+``default_permissions``: the daemon decides per agent). The daemon is never root by
+then (memfs/privilege.py): libfuse mounts through the setuid ``fusermount3``, which,
+with ``auto_unmount``, stays running as a tiny root helper that only waits for the
+daemon's end of a socket to close and then unmounts, so a daemon that is killed
+leaves no mount behind. `serve_mount` serves until cancelled; `Mount.close` then
+ends the FUSE session without ``fusermount3 -u`` (no_new_privs forbids it) and lets
+the helper unmount. `open_unmounted` (``memfs serve --await-mount``, the system
+service) mounts nothing: it opens /dev/fuse and a FUSE session on it, and root mounts
+that descriptor from outside the daemon's mount namespace (`memfs attach`,
+memfs/fuse/attach.py); either way `serve_mount` reads no request before the kernel
+has mounted the session.
 Problems that make mounting impossible raise `MountError` with a message meant for
 the operator.
 
@@ -63,6 +68,7 @@ MIN_TASKS, MAX_TASKS = 1, 32
 POLL_BUDGET = 64  # requests taken without a scheduler pass (see the module docstring)
 SPIN_SECONDS = 30e-6  # how long a reader polls for the next request before sleeping
 UNMOUNT_SECONDS = 10.0  # how long a stop waits for fusermount3 to unmount
+ATTACH_SECONDS = 60.0  # how long --await-mount waits for `memfs attach` to mount it
 _STALE = (errno.ENOTCONN, errno.ECONNABORTED)
 
 
@@ -73,16 +79,22 @@ class MountError(MemfsError):
 
 def _is_mount_point(path: Path) -> bool:
     """True if something is mounted exactly at ``path`` (per /proc/self/mountinfo)."""
-    target = os.fsencode(path)
     try:
-        with open("/proc/self/mountinfo", "rb") as handle:
-            for line in handle:
-                fields = line.split(b" ")
-                if len(fields) > 4 and _unescape(fields[4]) == target:
-                    return True
+        return mount_type(path) is not None
     except OSError:
         return os.path.ismount(path)
-    return False
+
+
+def mount_type(path: Path) -> str | None:
+    """The file system type of the topmost mount exactly at ``path`` (e.g.
+    ``fuse.memfs``; per /proc/self/mountinfo), None if nothing is mounted there."""
+    target, found = os.fsencode(path), None
+    with open("/proc/self/mountinfo", "rb") as handle:
+        for line in handle:
+            fields = line.rstrip(b"\n").split(b" ")
+            if len(fields) > 4 and _unescape(fields[4]) == target and b"-" in fields:
+                found = fields[fields.index(b"-", 6) + 1].decode(errors="replace")
+    return found
 
 
 def _unescape(field: bytes) -> bytes:
@@ -99,7 +111,7 @@ def _unescape(field: bytes) -> bytes:
     return bytes(out)
 
 
-def _detach(path: Path) -> None:
+def detach(path: Path) -> None:
     """Lazily unmount ``path`` (umount2 MNT_DETACH, else ``fusermount3 -u -z``)."""
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     if libc.umount2(os.fsencode(path), MNT_DETACH) == 0:
@@ -133,7 +145,7 @@ def prepare_mountpoint(path: Path) -> None:
             if error.errno in _STALE:
                 log.warning("clearing a stale mount at %s (%s: left by a daemon that died)",
                             path, error.strerror)
-                _detach(path)
+                detach(path)
                 continue
             raise MountError(f"cannot use mount point {path}: {error.strerror}") from None
         break
@@ -217,6 +229,44 @@ GUARDIAN = Path(__file__).with_name("guardian.py")  # see Mount
 
 
 class Mount:
+    """A FUSE session of the view, served by `serve_mount` and ended by `close`. This
+    one is mounted from outside (`open_unmounted`); `FusermountMount` mounts itself."""
+
+    def __init__(self, view: MemoryView, mountpoint: Path, fuse_fd: int) -> None:
+        self.view = view
+        self.mountpoint = mountpoint
+        self.fuse_fd = fuse_fd
+        self._closed = False
+
+    async def mounted(self) -> None:
+        """Return once the kernel has mounted the session: poll on /dev/fuse reports
+        POLLERR until a mount takes the descriptor, which then queues FUSE_INIT.
+        Raises MountError after ATTACH_SECONDS without one."""
+        poller = select.poll()
+        poller.register(self.fuse_fd, select.POLLIN)
+        with trio.move_on_after(ATTACH_SECONDS):
+            while any(events & select.POLLERR for _fd, events in poller.poll(0)):
+                await trio.sleep(0.01)
+            log.info("mounted %s (attached from outside the daemon)", self.mountpoint)
+            return
+        raise MountError(
+            f"nothing mounted the FUSE session of this daemon (pid {os.getpid()}) at "
+            f"{self.mountpoint} within {ATTACH_SECONDS:.0f} s: with --await-mount, root "
+            f"must run `memfs attach --config FILE --pid {os.getpid()}` (the system "
+            "service's ExecStartPost does)")
+
+    def close(self) -> None:
+        """End the FUSE session: the mount stays, dead (ENOTCONN), until root unmounts
+        it (`memfs detach`, the service's ExecStopPost). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        pyfuse3.close(unmount=False)
+        log.info("closed the FUSE session of %s (`memfs detach` unmounts it)",
+                 self.mountpoint)
+
+
+class FusermountMount(Mount):
     """The view mounted by `mount`: served by `serve_mount`, ended by `close`.
 
     Unmounting is fusermount3's, with ``auto_unmount``: the helper (our child) waits
@@ -230,9 +280,7 @@ class Mount:
 
     def __init__(self, view: MemoryView, mountpoint: Path, fuse_fd: int,
                  channels: dict[int, str], helper: int | None) -> None:
-        self.view = view
-        self.mountpoint = mountpoint
-        self.fuse_fd = fuse_fd
+        super().__init__(view, mountpoint, fuse_fd)
         self._channels = channels  # our end of fusermount3's socket: fd -> its inode
         self.helper = helper
         read, self._guardian_pipe = os.pipe()
@@ -244,7 +292,9 @@ class Mount:
                 cwd="/", start_new_session=True)
         finally:
             os.close(read)
-        self._closed = False
+
+    async def mounted(self) -> None:
+        """At once: fusermount3 mounted the session before `mount` returned."""
 
     def close(self) -> None:
         """End the FUSE session (the kernel's connection with it), then close our end
@@ -273,7 +323,7 @@ class Mount:
         log.info("unmounted %s", self.mountpoint)
 
 
-def mount(engine: Engine, mountpoint: Path, *, allow_other: bool) -> Mount:
+def mount(engine: Engine, mountpoint: Path, *, allow_other: bool) -> FusermountMount:
     """Mount the view of ``engine`` at ``mountpoint`` (with ``allow_other``: usable by
     other uids than the daemon's, which needs ``user_allow_other`` in
     /etc/fuse.conf); raises MountError saying what to check. Blocking; call it before
@@ -298,7 +348,29 @@ def mount(engine: Engine, mountpoint: Path, *, allow_other: bool) -> Mount:
     helpers = [pid for pid in _children() - children_before if _command(pid) == "fusermount3"]
     log.info("mounted %s (read-only, per-agent view%s)", mountpoint,
              ", for every uid" if allow_other else "")
-    return Mount(view, mountpoint, fuse_fd, channels, helpers[0] if len(helpers) == 1 else None)
+    return FusermountMount(view, mountpoint, fuse_fd, channels,
+                           helpers[0] if len(helpers) == 1 else None)
+
+
+def open_unmounted(engine: Engine, mountpoint: Path) -> Mount:
+    """A FUSE session of the view of ``engine`` on a /dev/fuse descriptor of its own,
+    mounted by nobody yet: root mounts it at ``mountpoint`` from outside
+    (`memfs attach`). libfuse (>= 3.3) takes a mount point ``/dev/fd/N`` as "use
+    descriptor N, mount nothing". Raises MountError when /dev/fuse cannot be opened."""
+    try:
+        fuse_fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+    except OSError as error:
+        raise MountError(f"cannot open /dev/fuse: {error.strerror} (the unit needs "
+                         "DeviceAllow=/dev/fuse rw)") from None
+    view = MemoryView(engine)
+    try:
+        pyfuse3.init(view, f"/dev/fd/{fuse_fd}", {"fsname=memfs", "subtype=memfs"})
+    except RuntimeError as error:
+        os.close(fuse_fd)
+        raise MountError(f"cannot start a FUSE session on /dev/fuse: {error}") from None
+    log.info("FUSE session open: waiting for root to mount it at %s (memfs attach)",
+             mountpoint)
+    return Mount(view, Path(mountpoint), fuse_fd)
 
 
 def _command(pid: int) -> str | None:
@@ -314,13 +386,16 @@ def _command(pid: int) -> str | None:
 async def serve_mount(mounted: Mount, *,
                       task_status: trio.TaskStatus[MemoryView] = trio.TASK_STATUS_IGNORED,
                       ) -> None:
-    """Serve the mounted view until cancelled; then close the mount (`Mount.close`).
-    Reports the view as started (the daemon tells it about other daemons' changes)."""
+    """Serve the view until cancelled; then close the mount (`Mount.close`). Reports
+    the view as started (the daemon tells it about other daemons' changes) before the
+    session is mounted (with `open_unmounted`, root mounts it once the daemon is
+    ready), and reads no request before."""
     view = mounted.view
     view.attach()
     restore_wait = _install_fast_wait(mounted.fuse_fd)
     try:
         task_status.started(view)
+        await mounted.mounted()
         await pyfuse3.main(min_tasks=MIN_TASKS, max_tasks=MAX_TASKS)
         # main() returns only when the kernel ended the session (someone unmounted us).
         raise MountError(f"{mounted.mountpoint} was unmounted from outside the daemon")

@@ -1,7 +1,7 @@
 """memfs as a system service: sd_notify READY=1 only once the mount is usable and the
 socket and HTTP listener answer (a fake NOTIFY_SOCKET stands in for systemd), then
-STOPPING=1; the unit file passes systemd-analyze verify; TLS serves HTTPS; a
-non-loopback listen without TLS is refused at start."""
+STOPPING=1; TLS serves HTTPS; a non-loopback listen without TLS is refused at start
+(the unit file: tests/core/test_system_service.py)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ import pytest
 from memfs.sdnotify import notify
 from tests.http.conftest import http_config
 from tests.support import MEMFS, REPO, UID_A, Daemon, connect_as, dump_toml, run_as
-
-UNIT = REPO / "scripts" / "memfs.service"
 
 
 def receive(listener: socket.socket, timeout: float = 60.0) -> str:
@@ -73,23 +71,6 @@ def test_notify_without_a_manager_and_with_an_abstract_socket(
         assert receive(listener, 10) == "READY=1"
     monkeypatch.setenv("NOTIFY_SOCKET", "/nonexistent/notify.sock")
     assert notify("READY=1") is False  # logged, never raised
-
-
-def test_unit_file_verifies(tmp_path: Path) -> None:
-    analyze = shutil.which("systemd-analyze")
-    if analyze is None:
-        pytest.skip("systemd-analyze is not installed here: the unit file is not verified")
-    text = UNIT.read_text()
-    assert "Type=notify" in text and "ExecStart=/usr/local/bin/memfs serve" in text
-    for namespaced in ("ProtectSystem=", "PrivateTmp=", "ProtectHome=", "PrivateDevices=",
-                       "RestrictNamespaces="):
-        assert f"\n{namespaced}" not in text, f"{namespaced} would hide the mount or the jail"
-    # verify checks that ExecStart exists: point it at this checkout's memfs
-    unit = tmp_path / "memfs.service"
-    unit.write_text(text.replace("/usr/local/bin/memfs", str(REPO / ".venv" / "bin" / "memfs")))
-    done = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0 and not done.stdout.strip() and not done.stderr.strip(), done
 
 
 def test_non_loopback_without_tls_is_refused_at_start(tmp_path: Path) -> None:
