@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchlib import median_ms, timed
+from benchlib import in_turn, median_ms
 
 from control.client import Client
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
@@ -43,18 +43,7 @@ def interleaved(
 ) -> tuple[list[float], list[float]]:
     """Both alternately (so they see the same machine state); ``n`` samples each after
     three warm-up rounds."""
-    for _ in range(3):
-        ours()
-        base()
-    a: list[float] = []
-    b: list[float] = []
-    for i in range(n):
-        if i % 2:
-            a.append(timed(ours))
-            b.append(timed(base))
-        else:
-            b.append(timed(base))
-            a.append(timed(ours))
+    a, b = in_turn(n, ours, base)
     return a, b
 
 

@@ -95,9 +95,11 @@ print(json.dumps(times[1:]))
 """
 
 
-def child(uid: int, *args: str) -> list[float]:
+def child(uid: int, *args: str, gid: int | None = None) -> list[float]:
+    """The times the benchmark child reports, run as ``uid`` (and ``gid``, default uid;
+    as this process for uid 0)."""
     argv = [PYTHON, "-c", CHILD, *args]
-    done = (run_as(uid, argv, timeout=600) if uid
+    done = (run_as(uid, argv, timeout=600, gid=gid) if uid
             else subprocess.run(argv, capture_output=True, timeout=600))
     if done.returncode != 0:
         raise SystemExit(f"benchmark child failed: {done.stderr.decode()}")

@@ -1,42 +1,60 @@
 #!/usr/bin/env python3
-"""Benchmark the unprivileged daemon against the root daemon it replaces (run as root).
+"""Benchmark the unprivileged daemon, in both of its layouts, against the root daemon it
+replaces (issue 20; run as root).
 
-Two daemons run side by side, each with a root of its own holding the same files
-(scripts/bench_mount.py's 2,000 files of 4 KiB and a 64 MiB file): this checkout's,
-which drops to the service user ``memfs`` once its privileged phase is done
-(memfs/privilege.py), and the root daemon of the baseline commit (``--baseline``,
-default 9fe77d6, the commit before the drop), exported with ``git archive`` into a
-temporary directory and run with this checkout's venv. Interleaved, median of N:
+Three daemons run side by side, each with a root of its own holding the same files
+(scripts/bench_mount.py's 2,000 files of 4 KiB and a 64 MiB file):
+
+* root: the root daemon of the baseline commit (``--baseline``, default 9fe77d6, the
+  commit before the drop), exported with ``git archive`` into a temporary directory
+  and run with this checkout's venv;
+* system: this checkout's, started as root with a system config, which drops to the
+  service user ``memfs`` once its privileged phase is done (memfs/privilege.py);
+* personal: this checkout's ``memfs serve --personal --config F``, started by a normal
+  user itself (``memfs-bench``, made with useradd if missing and then removed again),
+  with HOME and XDG_RUNTIME_DIR of its own: no privilege anywhere.
+
+Every read and call is that user's: agent alice is its uid in the two system configs,
+and in personal mode the socket calls name agent alice and the mount is read through
+its view ``MOUNT/alice/...``. Interleaved, median of N:
 
 * a versioned 4 KiB replace through the socket (history on);
 * a jailed search, ``rg -c`` over the 2,000 files, through the socket;
-* open+read+close of the 2,000 files through the mount, as agent alice (uid 2001);
-* and, for the record (no goal: the unprivileged daemon cannot raise its mount's
+* open+read+close of the 2,000 files through the mount (warm), with the daemon's CPU
+  time per file (all its threads: far less noisy than wall time on a shared machine)
+  and the FUSE requests per file (the daemon's own counters, from /metrics);
+* and, for the record (no goal: an unprivileged daemon cannot raise its mount's
   readahead, which root could), a sequential read of the 64 MiB file with the mount's
   pages dropped.
 
-Goal (issue 20): each ratio unprivileged / root <= 1.1.
+Goal (issue 20): each ratio system / root and personal / root <= 1.1.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import os
+import pwd
+import re
 import shutil
 import statistics
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import httpx
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench_jail import interleaved  # noqa: E402
-from bench_mount import BIG, FILES, PATTERN, child, plant  # noqa: E402
-from benchlib import median_ms  # noqa: E402
+from bench_mount import BIG, FILES, PATTERN, child, cpu_ns, plant  # noqa: E402
+from benchlib import in_turn  # noqa: E402
 
+from control.client import Client  # noqa: E402
 from tests.support import (  # noqa: E402
-    UID_A,
     Daemon,
     connect_as,
     daemon_ids,
@@ -45,8 +63,33 @@ from tests.support import (  # noqa: E402
 )
 
 BASELINE = "9fe77d6"
+USER = "memfs-bench"
+AGENT = "alice"
 PAYLOAD = os.urandom(4096)
 GOAL = 1.1
+PASSES = 3  # timed passes over the files per child run (after one that warms the caches)
+HTTP = {"listen": "127.0.0.1:0", "public_metrics": True}
+STORES = {"notes": {}, "ops": {}}
+
+
+@contextlib.contextmanager
+def bench_user() -> Iterator[pwd.struct_passwd]:
+    """The normal user ``USER``: made (useradd) if the machine has none, and then
+    removed again afterwards; one that was there is used and left as it was."""
+    made = False
+    try:
+        entry = pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--user-group", "--no-create-home", "--home-dir",
+                        "/nonexistent", "--shell", "/usr/sbin/nologin", USER],
+                       check=True, capture_output=True)
+        made = True
+        entry = pwd.getpwnam(USER)
+    try:
+        yield entry
+    finally:
+        if made:
+            subprocess.run(["userdel", USER], check=False, capture_output=True)
 
 
 def export(revision: str, into: Path) -> Path:
@@ -60,10 +103,12 @@ def export(revision: str, into: Path) -> Path:
     return into
 
 
-def start(base: Path, tree: Path | None) -> Daemon:
-    """A mounting daemon on ``base`` with the planted files: this checkout's (``tree``
-    None) or the one of ``tree``, run from there (its memfs is imported first)."""
-    config = standard_config(base)
+def system_daemon(base: Path, uid: int, tree: Path | None) -> Daemon:
+    """A mounting daemon on ``base`` with the planted files and agent alice = ``uid``:
+    this checkout's (``tree`` None) or the one of ``tree``, run from there (its memfs
+    is imported first)."""
+    agents = {AGENT: {"uid": uid, "stores": {store: "read_write" for store in STORES}}}
+    config = standard_config(base, stores=STORES, agents=agents, http=HTTP)
     plant(base)
     if tree is None:
         return Daemon(config, mount=True).start()
@@ -71,11 +116,56 @@ def start(base: Path, tree: Path | None) -> Daemon:
                   env={"PYTHONPATH": str(tree)}).start()
 
 
-def ratio_line(what: str, ours: list[float], base: list[float], *, goal: bool = True) -> None:
-    mine, theirs = median_ms(ours), median_ms(base)
-    verdict = ("OK" if mine / theirs <= GOAL else "ABOVE GOAL") if goal else "no goal"
-    print(f"{what}:\n  unprivileged {mine:9.2f} ms   root {theirs:9.2f} ms   "
-          f"ratio {mine / theirs:5.2f}   {verdict}{f' (goal <= {GOAL})' if goal else ''}")
+def personal_daemon(base: Path, user: pwd.struct_passwd) -> Daemon:
+    """``memfs serve --personal --config F`` run by ``user`` itself on ``base``, with the
+    planted files: its home and runtime directory are under ``base``, F names the
+    places there (the socket where --personal looks for it) and the stores."""
+    home = base / "home"
+    runtime = home / "run"
+    config = {"root": str(base / "root"), "mount": str(home / "memory"),
+              "socket": str(runtime / "memfs" / "control.sock"), "stores": STORES,
+              "http": HTTP}
+    plant(base)
+    (runtime / "memfs").mkdir(parents=True, mode=0o700)  # the daemon's log goes there
+    for path in [base, *base.rglob("*")]:  # what a user's own daemon finds: all the user's
+        os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
+    # The wrapper execs `memfs serve --config F --personal` (the daemon keeps its pid).
+    return Daemon(config, mount=True, config_path=base / "personal.toml", user=user.pw_name,
+                  wrapper=["sh", "-c", 'exec "$@" --personal', "sh"],
+                  env={"HOME": str(home), "XDG_RUNTIME_DIR": str(runtime),
+                       "USER": user.pw_name, "LOGNAME": user.pw_name}).start()
+
+
+def fuse_requests(daemon: Daemon) -> collections.Counter[str]:
+    """The FUSE requests the daemon served so far, by handler (its /metrics)."""
+    text = httpx.get(f"{daemon.http_url}/metrics", timeout=60).text
+    return collections.Counter({
+        found[1]: float(found[2]) for found in re.finditer(
+            r'^memfs_fuse_requests_total\{handler="(\w+)"\} (\S+)$', text, re.M)})
+
+
+def pid(daemon: Daemon) -> int:
+    assert daemon.proc is not None
+    return daemon.proc.pid
+
+
+def verdict(ratio: float) -> str:
+    return f"{'OK' if ratio <= GOAL else 'ABOVE GOAL'} (goal <= {GOAL})"
+
+
+def report(what: str, samples: list[list[float]], unit: str = "ms", scale: float = 1e3,
+           *, goal: bool = True) -> None:
+    """One figure: the median of each daemon's ``samples`` (root, system, personal),
+    and each ratio to root's."""
+    root, system, personal = (statistics.median(s) for s in samples)
+    print(f"{what}:\n  root {root * scale:9.2f} {unit}   system {system * scale:9.2f} {unit}"
+          f"   personal {personal * scale:9.2f} {unit}")
+    ratios = (f"system/root {system / root:5.2f}", f"personal/root {personal / root:5.2f}")
+    if goal:
+        print(f"  {ratios[0]} {verdict(system / root)}   {ratios[1]} "
+              f"{verdict(personal / root)}")
+    else:
+        print(f"  {ratios[0]}   {ratios[1]}   (for the record: no goal)")
 
 
 def main() -> int:
@@ -90,43 +180,74 @@ def main() -> int:
     scratch = public_tmpdir("memfs-bench-privilege-")
     daemons: list[Daemon] = []
     try:
-        tree = export(args.baseline, scratch / "baseline")
-        ours = start(scratch / "ours", None)
-        daemons.append(ours)
-        root = start(scratch / "root", tree)
-        daemons.append(root)
-        for daemon, uid in ((ours, daemon_ids()[0]), (root, 0)):
-            assert daemon.proc is not None
-            found = Path(f"/proc/{daemon.proc.pid}/status").read_text()
-            assert f"Uid:\t{uid}\t" in found, f"the daemon does not run as uid {uid}"
-        print(f"unprivileged: this checkout, as user memfs; root: {args.baseline}, as root")
-        with connect_as(UID_A, ours.socket) as mine, connect_as(UID_A, root.socket) as theirs:
-            a, b = interleaved(args.n, lambda: mine.write("notes/replace.bin", PAYLOAD),
-                               lambda: theirs.write("notes/replace.bin", PAYLOAD))
-            ratio_line("versioned 4 KiB replace via socket, history on", a, b)
-            search = ["-c", PATTERN, "notes"]
-            a, b = interleaved(args.n, lambda: mine.search(search),
-                               lambda: theirs.search(search))
-            ratio_line(f"jailed search (rg -c) over {FILES} files via socket", a, b)
-        a, b = [], []
-        for _ in range(args.runs):  # whole child runs in turn, each its median
-            for daemon, into in ((ours, a), (root, b)):
-                folder = str(daemon.mountpoint / "notes" / "bench")
-                into.append(statistics.median(child(UID_A, "files", folder, "3", str(FILES))))
-        ratio_line(f"open+read+close of {FILES} x 4 KiB through the mount (all files)", a, b)
-        a, b = [], []
-        for _ in range(args.runs):
-            for daemon, into in ((ours, a), (root, b)):
-                big = str(daemon.mountpoint / "ops" / "big.bin")
-                into.append(statistics.median(child(UID_A, "bigcold", big, "1")))
-        ratio_line(f"sequential read of {BIG >> 20} MiB through the mount, pages dropped",
-                   a, b, goal=False)
+        with bench_user() as user:
+            try:
+                tree = export(args.baseline, scratch / "baseline")
+                daemons.append(system_daemon(scratch / "root", user.pw_uid, tree))
+                daemons.append(system_daemon(scratch / "system", user.pw_uid, None))
+                daemons.append(personal_daemon(scratch / "personal", user))
+                measure(args, daemons, user)
+            finally:
+                for daemon in daemons:
+                    if daemon.alive():
+                        daemon.stop()
     finally:
-        for daemon in daemons:
-            if daemon.alive():
-                daemon.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
+
+
+def measure(args: argparse.Namespace, daemons: list[Daemon],
+            user: pwd.struct_passwd) -> None:
+    root, system, personal = daemons
+    for daemon, uid in ((root, 0), (system, daemon_ids()[0]), (personal, user.pw_uid)):
+        found = Path(f"/proc/{pid(daemon)}/status").read_text()
+        assert f"Uid:\t{uid}\t" in found, f"a daemon does not run as uid {uid}"
+    print(f"root: {args.baseline}, as root; system: this checkout, as user memfs; personal: "
+          f"this checkout, started by user {user.pw_name} (uid {user.pw_uid})")
+    uid, gid = user.pw_uid, user.pw_gid
+    with contextlib.ExitStack() as stack:
+        clients: list[Client] = [
+            stack.enter_context(connect_as(uid, root.socket)),
+            stack.enter_context(connect_as(uid, system.socket)),
+            stack.enter_context(connect_as(uid, personal.socket, as_agent=AGENT))]
+        report("versioned 4 KiB replace via socket, history on",
+               in_turn(args.n, *(lambda c=c: c.write("notes/replace.bin", PAYLOAD)
+                                 for c in clients)))
+        search = ["-c", PATTERN, "notes"]
+        report(f"jailed search (rg -c) over {FILES} files via socket",
+               in_turn(args.n, *(lambda c=c: c.search(search) for c in clients)))
+    # the mount as alice: the personal view names the agent (registered by the calls above)
+    views = [root.mountpoint, system.mountpoint, personal.mountpoint / AGENT]
+    seconds: list[list[float]] = [[], [], []]
+    cpu: list[list[float]] = [[], [], []]
+    for run in range(args.runs):  # whole child runs in turn, each its median
+        for k in range(3):
+            at = (run + k) % 3
+            before = cpu_ns(pid(daemons[at]))
+            times = child(uid, "files", str(views[at] / "notes" / "bench"), str(PASSES),
+                          str(FILES), gid=gid)
+            cpu[at].append((cpu_ns(pid(daemons[at])) - before) / ((PASSES + 1) * FILES) / 1e9)
+            seconds[at].append(statistics.median(times))
+    report(f"open+read+close of {FILES} x 4 KiB through the mount (all files)", seconds)
+    report("  daemon CPU per file (all its threads)", cpu, "us", 1e6)
+    counts = []
+    for daemon, view in zip(daemons, views, strict=True):
+        before = fuse_requests(daemon)
+        child(uid, "files", str(view / "notes" / "bench"), "0", str(FILES), gid=gid)
+        after = fuse_requests(daemon)
+        counts.append(", ".join(f"{handler} {(after[handler] - before[handler]) / FILES:.2f}"
+                                for handler in sorted(after) if after[handler] > before[handler]))
+    print("  FUSE requests per file, warm: " + "; ".join(
+        f"{name} {found}" for name, found in zip(("root", "system", "personal"), counts,
+                                                 strict=True)))
+    cold: list[list[float]] = [[], [], []]
+    for run in range(args.runs):
+        for k in range(3):
+            at = (run + k) % 3
+            cold[at].append(statistics.median(
+                child(uid, "bigcold", str(views[at] / "ops" / "big.bin"), "1", gid=gid)))
+    report(f"sequential read of {BIG >> 20} MiB through the mount, pages dropped", cold,
+           goal=False)
 
 
 if __name__ == "__main__":

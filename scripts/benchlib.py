@@ -21,6 +21,21 @@ def timings(fn: Callable[[], object], n: int) -> list[float]:
     return [timed(fn) for _ in range(n)]
 
 
+def in_turn(n: int, *fns: Callable[[], object]) -> list[list[float]]:
+    """Seconds of ``n`` calls of each of ``fns``, called in turn (each round starting one
+    further along, so that they all see the same machine state), after three warm-up
+    rounds; one list per function, in their order."""
+    for _ in range(3):
+        for fn in fns:
+            fn()
+    samples: list[list[float]] = [[] for _ in fns]
+    for i in range(n):
+        for k in range(len(fns)):
+            at = (i + k) % len(fns)
+            samples[at].append(timed(fns[at]))
+    return samples
+
+
 def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1e3
 

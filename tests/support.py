@@ -305,13 +305,15 @@ def connect_as(uid: int, socket_path: str | Path, as_agent: str | None = None) -
 
 def run_as(uid: int, argv: Sequence[str], *, input: bytes | None = None,
            timeout: float = 60, env: Mapping[str, str] | None = None,
-           cwd: str | Path = "/") -> subprocess.CompletedProcess[bytes]:
-    """Run a real program as ``uid`` (gid = uid, no supplementary groups)."""
+           cwd: str | Path = "/", gid: int | None = None,
+           ) -> subprocess.CompletedProcess[bytes]:
+    """Run a real program as ``uid`` (gid ``gid``, default uid; no supplementary groups)."""
     full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8",
                 "HOME": "/", "PYTHONPATH": str(REPO)}
     full_env.update(env or {})
     return subprocess.run(list(argv), input=input, capture_output=True, timeout=scaled(timeout),
-                          user=uid, group=uid, extra_groups=[], env=full_env, cwd=cwd)
+                          user=uid, group=uid if gid is None else gid,
+                          extra_groups=[], env=full_env, cwd=cwd)
 
 
 def memfs_as(uid: int, socket_path: str | Path, *args: str, input: bytes | None = None,
