@@ -69,7 +69,7 @@ PAYLOAD = os.urandom(4096)
 GOAL = 1.1
 PASSES = 3  # timed passes over the files per child run (after one that warms the caches)
 HTTP = {"listen": "127.0.0.1:0", "public_metrics": True}
-STORES = {"notes": {}, "ops": {}}
+STORES: dict[str, dict[str, object]] = {"notes": {}, "ops": {}}
 
 
 @contextlib.contextmanager
@@ -232,11 +232,11 @@ def measure(args: argparse.Namespace, daemons: list[Daemon],
     report("  daemon CPU per file (all its threads)", cpu, "us", 1e6)
     counts = []
     for daemon, view in zip(daemons, views, strict=True):
-        before = fuse_requests(daemon)
+        served = fuse_requests(daemon)
         child(uid, "files", str(view / "notes" / "bench"), "0", str(FILES), gid=gid)
-        after = fuse_requests(daemon)
-        counts.append(", ".join(f"{handler} {(after[handler] - before[handler]) / FILES:.2f}"
-                                for handler in sorted(after) if after[handler] > before[handler]))
+        served = fuse_requests(daemon) - served
+        counts.append(", ".join(f"{handler} {served[handler] / FILES:.2f}"
+                                for handler in sorted(served)))
     print("  FUSE requests per file, warm: " + "; ".join(
         f"{name} {found}" for name, found in zip(("root", "system", "personal"), counts,
                                                  strict=True)))
