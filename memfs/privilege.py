@@ -58,15 +58,16 @@ def service_user(config: Config) -> ServiceUser:
     or, for a personal memory, its owner. Raises PrivilegeError saying how to fix it
     when that user does not exist or is root."""
     if config.personal is not None:
-        try:
-            entry = pwd.getpwuid(config.personal.owner)
-        except KeyError:
-            raise PrivilegeError(f"the personal memory's owner (uid {config.personal.owner}) "
-                                 "is no user of this machine: set [personal] owner") from None
-        if entry.pw_uid == 0:
+        owner = config.personal.owner
+        if owner == 0:
             raise PrivilegeError("a personal memory serves one normal user's agents: run "
                                  "`memfs serve --personal` as that user, or set [personal] "
                                  "owner to that user's uid")
+        try:
+            entry = pwd.getpwuid(owner)
+        except KeyError:  # fusermount3 mounts only for a user with a name
+            raise PrivilegeError(f"the personal memory's owner (uid {owner}) is no user of "
+                                 "this machine: set [personal] owner to a user's uid") from None
         return ServiceUser(entry.pw_name, entry.pw_uid, entry.pw_gid)
     name = config.user
     try:

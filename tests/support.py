@@ -114,6 +114,22 @@ def is_mounted(path: Path) -> bool:
         return any(line.split(b" ")[4] == target for line in handle)
 
 
+def named(uid: int) -> int:
+    """``uid``, made a user of this machine if it is none yet (``memfs-test-UID``, with
+    a group of the same id): a personal memory's owner must be one (fusermount3 mounts
+    only for a user with a name). Kept for later runs; returns ``uid``."""
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        name = f"memfs-test-{uid}"
+        subprocess.run(["groupadd", "-f", "-g", str(uid), name], check=True)
+        done = subprocess.run(["useradd", "-u", str(uid), "-g", str(uid), "-M", "-N",
+                               "-d", "/nonexistent", "-s", "/usr/sbin/nologin", name],
+                              capture_output=True, text=True)
+        assert done.returncode == 0 or "already exists" in done.stderr, done.stderr
+    return uid
+
+
 def public_tmpdir(prefix: str = "memfs-test-") -> Path:
     """A directory every test uid can traverse (pytest's tmp_path is 0700)."""
     path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))

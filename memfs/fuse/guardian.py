@@ -6,7 +6,8 @@ It guarantees that once the daemon is gone (stopped or killed) no mount of it st
 it waits until the daemon closes the pipe (at stop, or the kernel when the daemon
 dies), then until the FUSE connection is dead (a statfs waits while the connection
 outlives its server), then lets go of the socket (so fusermount3 looks only now), waits
-for fusermount3 to exit, and if the mount is still there unmounts it with
+for fusermount3 to exit, and if its mount is still there (the topmost at the mount
+point: a daemon started since mounts over a dead one) unmounts it with
 ``fusermount3 -u -z``: fusermount3's own check leaves a mount without ``allow_other``
 (its probe of the mount is refused instead of finding the connection gone).
 Standard library only, no site packages: it starts in a few milliseconds."""
@@ -20,21 +21,27 @@ import time
 _ESCAPED = {ord("\\"): b"\\134", ord(" "): b"\\040", ord("\t"): b"\\011", ord("\n"): b"\\012"}
 
 
-def mounted(path: bytes) -> bool:
-    """Something is mounted at ``path`` (mountinfo escapes four characters)."""
+def mounts_at(path: bytes) -> list[bytes]:
+    """The ids of the mounts at ``path``, the topmost last (mountinfo lists a mount
+    after its parent, and escapes four characters in paths)."""
     target = b"".join(_ESCAPED.get(byte, bytes([byte])) for byte in path)
     with open("/proc/self/mountinfo", "rb") as info:
-        return any(line.split(b" ")[4] == target for line in info)
+        return [fields[0] for fields in (line.split(b" ") for line in info)
+                if fields[4] == target]
 
 
 def main(mountpoint: str, helper: int, fusermount3: str) -> None:
+    path = os.fsencode(mountpoint)
+    ours = mounts_at(path)[-1:]  # started once the mount is up: the topmost is ours
     sys.stdin.buffer.read()
     with contextlib.suppress(OSError):
         os.statvfs(mountpoint)
     os.closerange(3, 1 << 16)  # the socket: fusermount3 unmounts, or gives up, now
     while os.path.exists(f"/proc/{helper}"):
         time.sleep(0.005)
-    if mounted(os.fsencode(mountpoint)):
+    # only our own mount, and only while it is the topmost: a daemon started since has
+    # cleared it (memfs.fuse.mount.prepare_mountpoint) and mounted its own
+    if ours and mounts_at(path)[-1:] == ours:
         subprocess.run([fusermount3, "-u", "-z", "-q", mountpoint], check=False)
 
 

@@ -31,6 +31,7 @@ from tests.support import (
     REPO,
     UID_A,
     UID_B,
+    UID_UNKNOWN,
     Daemon,
     connect_as,
     daemon_ids,
@@ -277,13 +278,14 @@ def test_a_missing_or_root_service_user_is_refused_with_how_to_fix_it() -> None:
         assert not Path(config["root"]).exists()
 
 
-def test_root_starts_a_personal_memory_only_for_a_real_user_other_than_root() -> None:
-    """Root starting a personal memory drops to its owner, not to `user` (served as a
-    real user in tests/core/test_personal_user.py); an owner that is root or no user of
-    the machine is refused, saying what to do, and nothing is made."""
+def test_root_starts_a_personal_memory_only_for_a_user_other_than_root() -> None:
+    """Root starting a personal memory drops to its owner, not to `user` (served so in
+    tests/core/test_personal*.py); an owner that is root or no user of the machine
+    (fusermount3 mounts only for a named user) is refused, saying what to do, and
+    nothing is made."""
     base = public_tmpdir()
     for owner, expected in ((0, "run `memfs serve --personal` as that user"),
-                            (UID_A, f"owner (uid {UID_A}) is no user of this machine")):
+                            (UID_UNKNOWN, f"owner (uid {UID_UNKNOWN}) is no user of this")):
         config = {"root": str(base / f"root-{owner}"), "socket": str(base / f"{owner}.sock"),
                   "stores": {"notes": {}}, "personal": {"owner": owner}}
         path = base / f"personal-{owner}.toml"
