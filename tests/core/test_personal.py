@@ -245,3 +245,25 @@ def test_the_one_command_is_refused_to_root_saying_how() -> None:
     assert done.returncode == 1, done.stderr
     assert "run `memfs serve --personal` as that user" in done.stderr, done.stderr
     assert os.listdir(home) == [] and not list(run.rglob("*.sock"))
+
+
+def test_hostile_rg_flags_and_sed_scripts_are_refused_in_personal_mode_too(
+        daemon: Daemon) -> None:
+    """The jail's argument checks hold for a named agent of the owner's uid: every rg
+    flag and sed script the jail suites refuse (commands that run programs, read or
+    write files, follow links) is `invalid` here too, and the note is unchanged."""
+    from tests.jail.test_rg_args import REFUSED as RG_REFUSED
+    from tests.jail.test_sed_scripts import PRECHECKED
+
+    with connect_as(UID_A, daemon.socket, as_agent="hostile") as client:
+        client.write("notes/target.md", "alpha\n")
+        for scripts, _ in PRECHECKED:
+            with pytest.raises(InvalidError):
+                client.edit("notes/target.md", scripts)
+        for args, _ in RG_REFUSED:
+            with pytest.raises(InvalidError):
+                client.search(args)
+        for outside in ("/etc/passwd", "../../state", "notes/../../state/seen"):
+            with pytest.raises((InvalidError, PermissionDeniedError)):
+                client.search(["root", outside])
+        assert client.read("notes/target.md")["text"] == "alpha\n"
