@@ -130,6 +130,16 @@ def named(uid: int) -> int:
     return uid
 
 
+def children(pid: int) -> list[int]:
+    """The children of every thread of ``pid`` (a thread that ends meanwhile has none)."""
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError):
+            found += [int(child) for child in
+                      Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    return found
+
+
 def public_tmpdir(prefix: str = "memfs-test-") -> Path:
     """A directory every test uid can traverse (pytest's tmp_path is 0700)."""
     path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))

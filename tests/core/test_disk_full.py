@@ -8,6 +8,7 @@ space is freed the same changes land."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -54,6 +55,7 @@ def small_filesystem(mountpoint: Path, image: Path, mib: int = 16) -> Iterator[P
     try:
         yield mountpoint
     finally:
+        gc.collect()  # the test's pygit2 objects may hold the history's pack files open
         subprocess.run(["umount", str(mountpoint)], check=True)
         image.unlink()
 

@@ -8,7 +8,6 @@ a normal user has no privileged phase at all."""
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import shutil
@@ -33,6 +32,7 @@ from tests.support import (
     UID_B,
     UID_UNKNOWN,
     Daemon,
+    children,
     connect_as,
     daemon_ids,
     dump_toml,
@@ -50,16 +50,6 @@ NO_CAPABILITIES = "0000000000000000"
 def status(pid: int) -> dict[str, str]:
     text = Path(f"/proc/{pid}/status").read_text()
     return dict(line.partition(":\t")[::2] for line in text.splitlines())
-
-
-def children(pid: int) -> list[int]:
-    """The children of every thread of ``pid`` (a thread that ends meanwhile has none)."""
-    found = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(FileNotFoundError):
-            found += [int(child) for child in
-                      Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-    return found
 
 
 def descendants(pid: int) -> list[int]:

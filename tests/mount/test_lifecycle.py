@@ -16,7 +16,16 @@ import pytest
 
 from control.client import Client
 from tests.mount.conftest import Mounted, mount_config, stop_mounted
-from tests.support import UID_A, UID_C, Daemon, connect_as, plant, public_tmpdir, run_as
+from tests.support import (
+    UID_A,
+    UID_C,
+    Daemon,
+    children,
+    connect_as,
+    plant,
+    public_tmpdir,
+    run_as,
+)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -34,10 +43,11 @@ def test_sigkill_leaves_a_stale_mount_that_the_next_daemon_clears(fresh_mount: M
     fresh_mount.write(UID_A, "notes/durable.md", b"still here\n")
     assert fresh_mount.daemon.proc is not None
     daemon_pid = fresh_mount.daemon.proc.pid
-    for task in os.listdir(f"/proc/{daemon_pid}/task"):  # its fusermount3 first: a
-        for child in Path(f"/proc/{daemon_pid}/task/{task}/children").read_text().split():
-            if Path(f"/proc/{child}/comm").read_text().strip() == "fusermount3":
-                os.kill(int(child), signal.SIGKILL)  # daemon alone leaves no mount
+    for child in children(daemon_pid):  # its fusermount3 and the mount's guardian first:
+        # the daemon alone leaves no mount
+        if Path(f"/proc/{child}/comm").read_text().strip() == "fusermount3" or \
+                b"guardian.py" in Path(f"/proc/{child}/cmdline").read_bytes():
+            os.kill(child, signal.SIGKILL)
     fresh_mount.daemon.kill()
     done = run_as(UID_A, ["ls", str(fresh_mount.mount)])
     assert done.returncode != 0 and b"Transport endpoint is not connected" in done.stderr
