@@ -44,21 +44,22 @@ def connect(daemon: Daemon, source: str = "127.0.0.1") -> socket.socket:
 
 
 def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    """One response with a Content-Length: status, headers (lower-case), body."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, f"closed before a response head: {data!r}"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status_line, *lines = head.decode("latin-1").split("\r\n")
+    """One response with a Content-Length: status, headers (lower-case), body. Reads no
+    byte past it (a pipelined answer that follows stays in the socket for the next)."""
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        byte = sock.recv(1)
+        assert byte, f"closed before a response head: {head!r}"
+        head += byte
+    status_line, *lines = head[:-4].decode("latin-1").split("\r\n")
     headers = {}
     for line in lines:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
     length = int(headers["content-length"])
+    body = b""
     while len(body) < length:
-        chunk = sock.recv(65536)
+        chunk = sock.recv(length - len(body))
         assert chunk, "closed inside a response body"
         body += chunk
     return int(status_line.split()[1]), headers, body
