@@ -105,12 +105,9 @@ class Tokens:
     def _read(self) -> dict[str, TokenRecord]:
         """The records on disk (none when there is no file); raises MemfsError when
         the file is unreadable or malformed (it is then never overwritten)."""
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        text = statefile.read_text(self.path)
+        if text is None:
             return {}
-        except (OSError, UnicodeDecodeError) as error:
-            raise MemfsError(f"cannot read {self.path}: {error}") from None
         try:
             return _records(json.loads(text))
         except (ValueError, TypeError) as error:

@@ -56,12 +56,9 @@ class AgentRegistry:
     def _read(self) -> dict[str, AgentRecord]:
         """The records on disk (none without a file); raises MemfsError when it is
         unreadable or malformed (it is then never overwritten)."""
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        text = statefile.read_text(self.path)
+        if text is None:
             return {}
-        except (OSError, UnicodeDecodeError) as error:
-            raise MemfsError(f"cannot read {self.path}: {error}") from None
         try:
             data = json.loads(text)
             return {name: AgentRecord(name=name, **fields)

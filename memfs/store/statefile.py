@@ -1,5 +1,5 @@
 """Small JSON files of ROOT/state shared by every daemon on the root (the HTTP tokens,
-a personal memory's agents): changed under an flock, written atomically."""
+a personal memory's agents): read as text, changed under an flock, written atomically."""
 
 from __future__ import annotations
 
@@ -9,6 +9,19 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+
+from memfs.store.errors import MemfsError
+
+
+def read_text(path: Path) -> str | None:
+    """The file's text, or None when there is no file; raises MemfsError when it
+    cannot be read or is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise MemfsError(f"cannot read {path}: {error}") from None
 
 
 @contextlib.contextmanager
