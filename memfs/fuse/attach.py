@@ -4,13 +4,15 @@ mount it itself (README "As a system service").
 The service runs as the memfs user without any capability, in a mount namespace of
 its own (ProtectSystem=, PrivateTmp=, ...), where a mount would be invisible to the
 agents. So the daemon (``memfs serve --await-mount``) only opens /dev/fuse, and
-``memfs attach``, run by root in the host's namespace (the unit's
-``ExecStartPost=+``), takes a copy of that descriptor (pidfd_open + pidfd_getfd) and
-mounts it where the config says, with the options fusermount3 would use for the
-daemon's uid; ``memfs detach`` (``ExecStopPost=+``) lazily unmounts it once the
-daemon has ended, however it ended. Neither reads anything the daemon wrote: only
-the config (root's), the kernel's /proc entries of the daemon (its uids, its
-descriptors' links) and the mount table.
+``memfs attach``, run by root (the unit's ``ExecStartPost=+``), takes a copy of that
+descriptor (pidfd_open + pidfd_getfd) and mounts it where the config says, with the
+options fusermount3 would use for the daemon's uid; ``memfs detach``
+(``ExecStopPost=+``) lazily unmounts it once the daemon has ended, however it ended.
+Both act in the host's mount namespace, PID 1's, which they join: systemd runs even a
+unit's ``+`` commands in the unit's own namespace, where the mount would be seen by no
+agent and would end with the command (tests/core/test_systemd_unit.py). Neither reads
+anything the daemon wrote: only the config (root's), the kernel's /proc entries of the
+daemon (its uids, its descriptors' links) and the mount table.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from memfs.privilege import service_user
 
 _SYS_PIDFD_GETFD = 438  # the same number on every architecture
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOATIME = 1, 2, 4, 1024
+_CLONE_NEWNS = 0x00020000
 FSTYPE = "fuse.memfs"
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -52,6 +55,25 @@ def _fuse_descriptor(pid: int) -> int:
     return fds[0]
 
 
+def _join_host_mounts() -> None:
+    """Join the mount namespace of PID 1 (the host's) when this process runs in
+    another one. Where PID 1's cannot be opened (a container whose init hides itself
+    from root), this process's own namespace is taken for the host's."""
+    try:
+        fd = os.open("/proc/1/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    except PermissionError:
+        return
+    try:
+        theirs, ours = os.fstat(fd), os.stat("/proc/self/ns/mnt")
+        if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino):
+            return
+        if _libc.setns(fd, _CLONE_NEWNS) != 0:
+            raise AttachError("cannot enter the host's mount namespace (PID 1's): "
+                              f"{os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
+
+
 def _ids(pid: int) -> tuple[list[str], list[str]]:
     """The real, effective, saved and filesystem uids and gids of process ``pid``."""
     with open(f"/proc/{pid}/status") as handle:
@@ -61,8 +83,9 @@ def _ids(pid: int) -> tuple[list[str], list[str]]:
 
 def attach(config: Config, pid: int) -> None:
     """As root: mount the FUSE session of the daemon ``pid`` at the config's mount
-    point (a stale mount there cleared first), read-only, nosuid, nodev, noatime, for
-    the daemon's uid and, when agents are other uids, for every uid (allow_other).
+    point in the host's mount namespace (a stale mount there cleared first),
+    read-only, nosuid, nodev, noatime, for the daemon's uid and, when agents are other
+    uids, for every uid (allow_other).
     Refuses with AttachError, mounting nothing, unless ``pid`` runs with every uid and
     gid of the config's ``user`` and has exactly one descriptor on /dev/fuse, not yet
     mounted."""
@@ -88,6 +111,7 @@ def attach(config: Config, pid: int) -> None:
     finally:
         os.close(pidfd)
     try:
+        _join_host_mounts()
         _mount(fd, config, user.uid, user.gid)
     finally:
         os.close(fd)
@@ -112,12 +136,14 @@ def _mount(fd: int, config: Config, uid: int, gid: int) -> None:
 
 
 def detach_mount(config: Config) -> bool:
-    """As root: lazily unmount the memfs mount at the config's mount point (its
-    daemon has stopped or died: agents' open files fail from then on, nothing waits).
+    """As root: lazily unmount the memfs mount at the config's mount point in the
+    host's mount namespace (its daemon has stopped or died: agents' open files fail
+    from then on, nothing waits).
     False when nothing is mounted there; refuses with AttachError a mount that is not
     memfs's."""
     if os.geteuid() != 0:
         raise AttachError("memfs detach must run as root (the unit's ExecStopPost=+)")
+    _join_host_mounts()
     mountpoint = Path(config.mount)
     found = mount_type(mountpoint)
     if found is None:
