@@ -3,10 +3,12 @@
 replaces (issue 20; run as root).
 
 Three daemons run side by side, each with a root of its own holding the same files
-(scripts/bench_mount.py's 2,000 files of 4 KiB and a 64 MiB file):
+(scripts/bench_mount.py's 2,000 files of 4 KiB and a 64 MiB file), all three on one
+fresh ext4 file system (loop-mounted; see `bench_disk`), each in a cgroup of its own
+for its CPU time:
 
-* root: the root daemon of the baseline commit (``--baseline``, default 9fe77d6, the
-  commit before the drop), exported with ``git archive`` into a temporary directory
+* root: the root daemon of the baseline commit (``--baseline``, default 1205cc6, main
+  before issue 20 was merged), exported with ``git archive`` into a temporary directory
   and run with this checkout's venv;
 * system: this checkout's, started as root with a system config, which drops to the
   service user ``memfs`` once its privileged phase is done (memfs/privilege.py);
@@ -16,13 +18,14 @@ Three daemons run side by side, each with a root of its own holding the same fil
 
 Every read and call is that user's: agent alice is its uid in the two system configs,
 and in personal mode the socket calls name agent alice and the mount is read through
-its view ``MOUNT/alice/...``. Interleaved, median of N:
+its view ``MOUNT/alice/...``. Interleaved, median of N, each with the daemon's CPU
+time (all its threads and the jail's runs, from its cgroup: far less noisy than wall
+time on a shared machine):
 
 * a versioned 4 KiB replace through the socket (history on);
 * a jailed search, ``rg -c`` over the 2,000 files, through the socket;
-* open+read+close of the 2,000 files through the mount (warm), with the daemon's CPU
-  time per file (all its threads: far less noisy than wall time on a shared machine)
-  and the FUSE requests per file (the daemon's own counters, from /metrics);
+* open+read+close of the 2,000 files through the mount (warm), with the FUSE requests
+  per file (the daemon's own counters, from /metrics);
 * and, for the record (no goal: an unprivileged daemon cannot raise its mount's
   readahead, which root could), a sequential read of the 64 MiB file with the mount's
   pages dropped.
@@ -35,6 +38,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import os
 import pwd
 import re
@@ -50,23 +54,26 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench_mount import BIG, FILES, PATTERN, child, cpu_ns, plant  # noqa: E402
-from benchlib import in_turn  # noqa: E402
+from bench_mount import BIG, FILES, PATTERN, child, plant  # noqa: E402
+from benchlib import ProcessCpu, in_turn_measured  # noqa: E402
 
 from control.client import Client  # noqa: E402
 from tests.support import (  # noqa: E402
     Daemon,
+    LoopUnavailable,
     connect_as,
     daemon_ids,
+    loop_filesystem,
     public_tmpdir,
     standard_config,
 )
 
-BASELINE = "9fe77d6"
+BASELINE = "1205cc6"  # main before issue 20 merged: the root daemon, with all of issue 19
 USER = "memfs-bench"
 AGENT = "alice"
 PAYLOAD = os.urandom(4096)
 GOAL = 1.1
+NAMES = ("root", "system", "personal")
 PASSES = 3  # timed passes over the files per child run (after one that warms the caches)
 HTTP = {"listen": "127.0.0.1:0", "public_metrics": True}
 STORES: dict[str, dict[str, object]] = {"notes": {}, "ops": {}}
@@ -168,11 +175,29 @@ def report(what: str, samples: list[list[float]], unit: str = "ms", scale: float
         print(f"  {ratios[0]}   {ratios[1]}   (for the record: no goal)")
 
 
+@contextlib.contextmanager
+def bench_disk(scratch: Path, mib: int) -> Iterator[Path]:
+    """Where the three daemons keep their roots: one fresh ext4 file system of their
+    own (loop-mounted), so that no daemon is slowed by where an aged file system puts
+    its inodes (on this machine's root file system creating one costs 0.15 to 1.2 ms,
+    depending on the directory; on a fresh one 30 us); scratch itself, with a note,
+    where the machine cannot loop-mount."""
+    try:
+        with loop_filesystem(scratch / "disk", scratch / "disk.img", mib) as disk:
+            yield disk
+    except LoopUnavailable as error:
+        print(f"(no fresh file system: {error}; the roots are in {scratch})")
+        yield scratch
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", default=BASELINE, help="the root daemon's commit")
-    parser.add_argument("--n", type=int, default=60, help="samples of each socket call")
-    parser.add_argument("--runs", type=int, default=7, help="runs of each mount workload")
+    parser.add_argument("--n", type=int, default=200, help="samples of each replace")
+    parser.add_argument("--searches", type=int, default=60, help="samples of each search")
+    parser.add_argument("--runs", type=int, default=9, help="runs of each mount workload")
+    parser.add_argument("--disk-mib", type=int, default=4096,
+                        help="size of the fresh file system the roots are on")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("run as root (the root daemon is the baseline)", file=sys.stderr)
@@ -180,12 +205,12 @@ def main() -> int:
     scratch = public_tmpdir("memfs-bench-privilege-")
     daemons: list[Daemon] = []
     try:
-        with bench_user() as user:
+        with bench_user() as user, bench_disk(scratch, args.disk_mib) as disk:
             try:
                 tree = export(args.baseline, scratch / "baseline")
-                daemons.append(system_daemon(scratch / "root", user.pw_uid, tree))
-                daemons.append(system_daemon(scratch / "system", user.pw_uid, None))
-                daemons.append(personal_daemon(scratch / "personal", user))
+                daemons.append(system_daemon(disk / "root", user.pw_uid, tree))
+                daemons.append(system_daemon(disk / "system", user.pw_uid, None))
+                daemons.append(personal_daemon(disk / "personal", user))
                 measure(args, daemons, user)
             finally:
                 for daemon in daemons:
@@ -204,32 +229,58 @@ def measure(args: argparse.Namespace, daemons: list[Daemon],
         assert f"Uid:\t{uid}\t" in found, f"a daemon does not run as uid {uid}"
     print(f"root: {args.baseline}, as root; system: this checkout, as user memfs; personal: "
           f"this checkout, started by user {user.pw_name} (uid {user.pw_uid})")
-    uid, gid = user.pw_uid, user.pw_gid
     with contextlib.ExitStack() as stack:
-        clients: list[Client] = [
-            stack.enter_context(connect_as(uid, root.socket)),
-            stack.enter_context(connect_as(uid, system.socket)),
-            stack.enter_context(connect_as(uid, personal.socket, as_agent=AGENT))]
-        report("versioned 4 KiB replace via socket, history on",
-               in_turn(args.n, *(lambda c=c: c.write("notes/replace.bin", PAYLOAD)
-                                 for c in clients)))
-        search = ["-c", PATTERN, "notes"]
-        report(f"jailed search (rg -c) over {FILES} files via socket",
-               in_turn(args.n, *(lambda c=c: c.search(search) for c in clients)))
-    # the mount as alice: the personal view names the agent (registered by the calls above)
+        meters = [ProcessCpu(pid(daemon), f"memfs-bench-{name}")
+                  for daemon, name in zip(daemons, NAMES, strict=True)]
+        for meter in meters:
+            stack.callback(meter.close)
+        print("daemon CPU: " + ("each daemon's own cgroup (all threads, the jail's runs "
+                                "included)" if all(m.exact for m in meters)
+                                else "its live threads only (no cgroup v2 here)"))
+        measure_calls(args, daemons, meters, user, stack)
+        measure_mount(args, daemons, meters, user)
+
+
+def measure_calls(args: argparse.Namespace, daemons: list[Daemon], meters: list[ProcessCpu],
+                  user: pwd.struct_passwd, stack: contextlib.ExitStack) -> None:
+    """The socket calls, as alice: a replace and a jailed search."""
+    root, system, personal = daemons
+    clients: list[Client] = [
+        stack.enter_context(connect_as(user.pw_uid, root.socket)),
+        stack.enter_context(connect_as(user.pw_uid, system.socket)),
+        stack.enter_context(connect_as(user.pw_uid, personal.socket, as_agent=AGENT))]
+    replaces = [functools.partial(c.write, "notes/replace.bin", PAYLOAD) for c in clients]
+    seconds, cpu = in_turn_measured(args.n, replaces, meters)
+    report("versioned 4 KiB replace via socket, history on", seconds)
+    report("  daemon CPU per replace", cpu, "us", 1e6)
+    searches = [functools.partial(c.search, ["-c", PATTERN, "notes"]) for c in clients]
+    seconds, cpu = in_turn_measured(args.searches, searches, meters)
+    report(f"jailed search (rg -c) over {FILES} files via socket", seconds)
+    report("  daemon CPU per search (the jail's included)", cpu)
+
+
+def measure_mount(args: argparse.Namespace, daemons: list[Daemon], meters: list[ProcessCpu],
+                  user: pwd.struct_passwd) -> None:
+    """The mount, as alice: the personal view names the agent (registered by the calls
+    before)."""
+    uid, gid = user.pw_uid, user.pw_gid
+    root, system, personal = daemons
     views = [root.mountpoint, system.mountpoint, personal.mountpoint / AGENT]
     seconds: list[list[float]] = [[], [], []]
     cpu: list[list[float]] = [[], [], []]
     for run in range(args.runs):  # whole child runs in turn, each its median
         for k in range(3):
             at = (run + k) % 3
-            before = cpu_ns(pid(daemons[at]))
-            times = child(uid, "files", str(views[at] / "notes" / "bench"), str(PASSES),
-                          str(FILES), gid=gid)
-            cpu[at].append((cpu_ns(pid(daemons[at])) - before) / ((PASSES + 1) * FILES) / 1e9)
+            files = str(views[at] / "notes" / "bench")
+            # a pass just before, so that the measured one's first pass is warm too
+            # (the kernel's entries last ENTRY_TIMEOUT, memfs/fuse/nodes.py)
+            child(uid, "files", files, "0", str(FILES), gid=gid)
+            before = meters[at].ns()
+            times = child(uid, "files", files, str(PASSES), str(FILES), gid=gid)
+            cpu[at].append((meters[at].ns() - before) / ((PASSES + 1) * FILES) / 1e9)
             seconds[at].append(statistics.median(times))
     report(f"open+read+close of {FILES} x 4 KiB through the mount (all files)", seconds)
-    report("  daemon CPU per file (all its threads)", cpu, "us", 1e6)
+    report("  daemon CPU per file", cpu, "us", 1e6)
     counts = []
     for daemon, view in zip(daemons, views, strict=True):
         served = fuse_requests(daemon)
@@ -238,8 +289,7 @@ def measure(args: argparse.Namespace, daemons: list[Daemon],
         counts.append(", ".join(f"{handler} {served[handler] / FILES:.2f}"
                                 for handler in sorted(served)))
     print("  FUSE requests per file, warm: " + "; ".join(
-        f"{name} {found}" for name, found in zip(("root", "system", "personal"), counts,
-                                                 strict=True)))
+        f"{name} {found}" for name, found in zip(NAMES, counts, strict=True)))
     cold: list[list[float]] = [[], [], []]
     for run in range(args.runs):
         for k in range(3):

@@ -1,12 +1,16 @@
-"""What the benchmark scripts share: timing a call, medians and percentiles, and two whole `memfs`
-commands timed side by side (interleaved, so both see the same machine)."""
+"""What the benchmark scripts share: timing a call, medians and percentiles, two whole `memfs`
+commands timed side by side (interleaved, so both see the same machine), and the CPU time a
+process and everything it starts uses (`ProcessCpu`)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -25,15 +29,27 @@ def in_turn(n: int, *fns: Callable[[], object]) -> list[list[float]]:
     """Seconds of ``n`` calls of each of ``fns``, called in turn (each round starting one
     further along, so that they all see the same machine state), after three warm-up
     rounds; one list per function, in their order."""
+    return in_turn_measured(n, fns)[0]
+
+
+def in_turn_measured(n: int, fns: Sequence[Callable[[], object]],
+                     meters: Sequence[ProcessCpu] = ()) -> tuple[list[list[float]],
+                                                                 list[list[float]]]:
+    """As `in_turn`, and with ``meters`` (one per function: the process serving it) also
+    the CPU seconds that process used during each call: (seconds, cpu seconds)."""
     for _ in range(3):
         for fn in fns:
             fn()
-    samples: list[list[float]] = [[] for _ in fns]
+    seconds: list[list[float]] = [[] for _ in fns]
+    cpu: list[list[float]] = [[] for _ in fns]
     for i in range(n):
         for k in range(len(fns)):
             at = (i + k) % len(fns)
-            samples[at].append(timed(fns[at]))
-    return samples
+            before = meters[at].ns() if meters else 0
+            seconds[at].append(timed(fns[at]))
+            if meters:
+                cpu[at].append((meters[at].ns() - before) / 1e9)
+    return seconds, cpu
 
 
 def median_ms(samples: list[float]) -> float:
@@ -59,3 +75,78 @@ def commands_side_by_side(first: Sequence[str], second: Sequence[str],
         base.append(timed(lambda: subprocess.run(second, env=env, check=True,
                                                  capture_output=True)))
     return ours, base
+
+
+def _unified_cgroups() -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup, or .../unified beside
+    the v1 ones), if it is."""
+    with open("/proc/self/mounts") as mounts:
+        for line in mounts:
+            fields = line.split()
+            if fields[2] == "cgroup2":
+                return Path(fields[1])
+    return None
+
+
+def _with_descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (children of any of its threads)."""
+    found, at = [pid], 0
+    while at < len(found):
+        for task in Path(f"/proc/{found[at]}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                found += [int(child) for child in task.read_text().split()]
+        at += 1
+    return found
+
+
+class ProcessCpu:
+    """The CPU time a process uses from now on, all its threads and processes below
+    it included (a daemon's jail runs too), to the microsecond: they are moved into a
+    cgroup v2 of its own (needs root), whose cpu.stat counts what has ended too, and
+    whatever they start later is born in it. Where there is no cgroup v2: the sum of
+    the schedstat of the threads alive at each reading (a thread that ends takes its
+    time with it, and children are not counted); `exact` says which."""
+
+    def __init__(self, pid: int, name: str) -> None:
+        self.pid = pid
+        self.group: Path | None = None
+        top = _unified_cgroups()
+        if top is not None and os.geteuid() == 0:
+            group = top / f"{name}-{pid}"
+            try:
+                group.mkdir()
+                for member in _with_descendants(pid):  # e.g. a jail started before
+                    (group / "cgroup.procs").write_text(str(member))
+                self.group = group
+            except OSError:
+                with contextlib.suppress(OSError):
+                    group.rmdir()
+        self.exact = self.group is not None
+
+    def ns(self) -> int:
+        """CPU nanoseconds used so far (since this meter was made, when exact)."""
+        if self.group is not None:
+            for line in (self.group / "cpu.stat").read_text().splitlines():
+                if line.startswith("usage_usec "):
+                    return int(line.split()[1]) * 1000
+        total = 0
+        for task in Path(f"/proc/{self.pid}/task").glob("*/schedstat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                total += int(task.read_text().split()[0])
+        return total
+
+    def close(self) -> None:
+        """Move whatever still runs in the cgroup back to the root one, and remove it."""
+        if self.group is None:
+            return
+        top = self.group.parent
+        for _ in range(50):  # a child may be started while we move them
+            pids = (self.group / "cgroup.procs").read_text().split()
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    (top / "cgroup.procs").write_text(pid)
+        with contextlib.suppress(OSError):
+            self.group.rmdir()
+        self.group = None

@@ -11,6 +11,7 @@ change must be that user's (`plant`), as the README tells operators.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pwd
 import re
@@ -138,6 +139,32 @@ def children(pid: int) -> list[int]:
             found += [int(child) for child in
                       Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
     return found
+
+
+class LoopUnavailable(Exception):
+    """This machine cannot loop-mount a file system image (no loop devices)."""
+
+
+@contextlib.contextmanager
+def loop_filesystem(mountpoint: Path, image: Path, mib: int) -> Iterator[Path]:
+    """A fresh ext4 file system of ``mib`` MiB in the (sparse) file ``image``,
+    loop-mounted at ``mountpoint``, its root mode 0755; unmounted and deleted
+    afterwards. Raises LoopUnavailable when the machine cannot loop-mount at all."""
+    subprocess.run(["truncate", "-s", f"{mib}M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-o", "loop", str(image), str(mountpoint)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        image.unlink()
+        raise LoopUnavailable(f"mount -o loop: {done.stderr.strip()}")
+    try:
+        mountpoint.chmod(0o755)
+        yield mountpoint
+    finally:
+        gc.collect()  # a caller's pygit2 objects may hold the history's pack files open
+        subprocess.run(["umount", str(mountpoint)], check=True)
+        image.unlink()
 
 
 def public_tmpdir(prefix: str = "memfs-test-") -> Path:

@@ -8,9 +8,7 @@ space is freed the same changes land."""
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,8 +25,10 @@ from tests.support import (
     UID_B,
     UID_C,
     Daemon,
+    LoopUnavailable,
     connect_as,
     daemon_ids,
+    loop_filesystem,
     memfs_as,
     public_tmpdir,
     run_as,
@@ -41,23 +41,13 @@ BIG = 64 * 1024  # more than any full disk below has left
 
 @contextlib.contextmanager
 def small_filesystem(mountpoint: Path, image: Path, mib: int = 16) -> Iterator[Path]:
-    """A fresh ext4 file system of ``mib`` MiB in the file ``image``, loop-mounted at
-    ``mountpoint`` (unmounted and deleted afterwards). Skips only when this machine
-    cannot loop-mount at all."""
-    subprocess.run(["truncate", "-s", f"{mib}M", str(image)], check=True)
-    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
-    mountpoint.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-o", "loop", str(image), str(mountpoint)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        image.unlink()
-        pytest.skip(f"loop devices are unavailable here: mount -o loop: {done.stderr.strip()}")
+    """A fresh ext4 file system of ``mib`` MiB (tests.support.loop_filesystem). Skips
+    only when this machine cannot loop-mount at all."""
     try:
-        yield mountpoint
-    finally:
-        gc.collect()  # the test's pygit2 objects may hold the history's pack files open
-        subprocess.run(["umount", str(mountpoint)], check=True)
-        image.unlink()
+        with loop_filesystem(mountpoint, image, mib) as disk:
+            yield disk
+    except LoopUnavailable as error:
+        pytest.skip(f"loop devices are unavailable here: {error}")
 
 
 def disk_config(base: Path) -> dict[str, Any]:
