@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-from control import jsonlite
 from control.client import Client, MemfsClientError, default_socket
+from control.client import jsonlite as jsonlite
 
 # Not typing.TYPE_CHECKING, and argparse only when needed: each import costs start-up.
 TYPE_CHECKING = False
@@ -116,7 +116,7 @@ def cmd_rm(client: Client, args: argparse.Namespace) -> int:
 def cmd_download(client: Client, args: argparse.Namespace) -> int:
     """Copy PATH byte for byte to DEST (a file, or a directory to put it in), atomically
     (temp file + fsync + rename); the read records the version for a later upload."""
-    from control.localfiles import LocalFileError, destination, save_atomically
+    from control.client.localfiles import LocalFileError, destination, save_atomically
 
     try:
         dest = destination(args.dest, args.path)
@@ -137,7 +137,7 @@ def cmd_download(client: Client, args: argparse.Namespace) -> int:
 def cmd_upload(client: Client, args: argparse.Namespace) -> int:
     """Copy SRC byte for byte to PATH, version-checked like any write (exit 3 if PATH
     changed since this agent downloaded or read it, unless --force)."""
-    from control.localfiles import LocalFileError, read_local
+    from control.client.localfiles import LocalFileError, read_local
 
     try:
         data = read_local(args.src)
@@ -196,7 +196,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from control.mcp_server import main_mcp
+    from control.mcp.server import main_mcp
 
     return main_mcp(socket_path=args.socket or default_socket(), as_agent=args.as_agent,
                     http=args.mcp_http, local_dir=args.local_dir)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def _print_json(result: Any) -> None:
-    from control import jsonlite
+    from control.client import jsonlite as jsonlite
 
     print(jsonlite.dumps(result))
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from control import jsonlite
 from control.client import Client
+from control.client import jsonlite as jsonlite
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

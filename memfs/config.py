@@ -158,7 +158,7 @@ def is_loopback(host: str) -> bool:
 
 class HttpConfig(_Strict):
     """The daemon's HTTP listener: REST under /v1, MCP at /mcp, /metrics, /healthz
-    (control/http_app.py). Identity is a bearer token (``memfs token create``)."""
+    (control/http/app.py). Identity is a bearer token (``memfs token create``)."""
 
     listen: str = "127.0.0.1:7800"
     # both or neither; required when ``listen`` is not a loopback address

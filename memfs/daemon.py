@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Literal
 
 import trio
 
-from control.dispatch import Dispatcher
-from control.server import (
+from control.ops.dispatcher import Dispatcher
+from control.socket.server import (
     ControlServer,
     ServerLimits,
     SocketInUse,
@@ -45,8 +45,8 @@ from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
 
 if TYPE_CHECKING:
-    from control.http_app import BoundHttp
-    from control.http_server import HttpLimits
+    from control.http.app import BoundHttp
+    from control.http.server import HttpLimits
     from memfs.fuse.mount import Mount
 
 log = logging.getLogger("memfs")
@@ -160,7 +160,7 @@ def connection_limits(config: Config, fd_limit: int) -> tuple[ServerLimits, Http
     )
     if config.http is None:
         return server, None
-    from control.http_server import HttpLimits  # the HTTP stack, only with [http]
+    from control.http.server import HttpLimits  # the HTTP stack, only with [http]
 
     return server, HttpLimits(
         max_connections=http,
@@ -209,7 +209,7 @@ def start(config: Config, stack: contextlib.ExitStack, *,
         privilege.hand_over(config, user, mount=mount == "fusermount")
     bound = None
     if config.http is not None:
-        from control.http_app import bind_http
+        from control.http.app import bind_http
 
         bound = bind_http(config.http)  # the TLS key may be readable by root only
         stack.callback(bound.close)
@@ -260,7 +260,7 @@ async def run(config: Config, started: Started, *,
     try:
         memory = Memory(engine)
         if config.http is not None:
-            from control.metrics import MeasuredControlServer, MeasuredDispatcher, Metrics
+            from control.http.metrics import MeasuredControlServer, MeasuredDispatcher, Metrics
 
             metrics = Metrics()
             dispatcher = MeasuredDispatcher(engine, jail, memory, metrics=metrics)
@@ -291,8 +291,8 @@ async def run(config: Config, started: Started, *,
             where = f"mount {config.mount}, " if started.mount is not None else ""
             feed = None
             if config.http is not None:
-                from control.http_app import build_app, serve_http
-                from control.web.live import CommitFeed
+                from control.http.app import build_app, serve_http
+                from control.http.web.live import CommitFeed
 
                 http_stop, http_stopped = trio.Event(), trio.Event()
                 # the web view's live pages: commits (ours, and other daemons') as events

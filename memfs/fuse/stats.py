@@ -7,7 +7,7 @@ SAMPLE_EVERY is timed (two clock reads cost more than a store lookup's handler
 itself), its latency added to ``sampled_ns`` and to bucket ``i``, the first whose
 bound ``2**(i + FIRST_BIT)`` ns (about 1 us, 2 us, 4 us, ... 1 s) it is below; the
 last bucket counts the slower rest. A metrics collector reads the lists at scrape
-time (control/metrics.py). Updates run on the trio thread only; a reader in another
+time (control/http/metrics.py). Updates run on the trio thread only; a reader in another
 thread may see a sample a moment before its bucket: harmless for metrics.
 """
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from control.client import Client, ConflictError, MemfsClientError
-from control.mcp_tools import Connection, MemoryTools
+from control.mcp.storage import Connection, MemoryTools
 from tests.history.gitcheck import commits, head_files, repo_path, store_files
 from tests.http.test_metrics import scrape, value
 from tests.support import (

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from control.client import BusyError, Client, InvalidError
-from control.mcp_tools import Connection, MemoryTools
+from control.mcp.storage import Connection, MemoryTools
 from tests.support import (
     UID_A,
     UID_B,

@@ -50,11 +50,11 @@ def test_wheel_builds_and_runs(tmp_path: Path) -> None:
         requires = [line.removeprefix("Requires-Dist: ") for line in
                     archive.read(metadata).decode().splitlines()
                     if line.startswith("Requires-Dist: ")]
-    for module in ("memfs/daemon.py", "memfs/tokens.py", "control/http_app.py",
-                   "control/http_mcp.py", "jail/api.py", "memfs/fuse/view.py",
-                   "control/web/app.py", "control/web/templates/base.html",
-                   "control/web/templates/overview.html", "control/web/static/web.css",
-                   "control/web/static/live.js"):
+    for module in ("memfs/daemon.py", "memfs/tokens.py", "control/http/app.py",
+                   "control/http/mcp.py", "jail/api.py", "memfs/fuse/view.py",
+                   "control/http/web/app.py", "control/http/web/templates/base.html",
+                   "control/http/web/templates/overview.html", "control/http/web/static/web.css",
+                   "control/http/web/static/live.js"):
         assert module in names, module
     scripts = {n.rsplit("/", 1)[1] for n in names if ".data/scripts/" in n}
     assert scripts == {"memfs", "build-sed-jail"}
@@ -81,8 +81,8 @@ def test_wheel_builds_and_runs(tmp_path: Path) -> None:
                             text=True, cwd="/", timeout=60)
     assert helped.returncode == 0 and "token" in helped.stdout, helped
     where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import memfs.daemon as d, control.http_app; "
-         "from control.web.templating import environment; "
+        [str(venv / "bin" / "python"), "-c", "import memfs.daemon as d, control.http.app; "
+         "from control.http.web.templating import environment; "
          "environment().get_template('overview.html'); "
          "print(d.__file__); print(d.build_sed_jail_script())"],
         capture_output=True, text=True, cwd="/", timeout=60)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from control import protocol as p
-from control.dispatch import Dispatcher
+from control.ops.dispatcher import Dispatcher
 from memfs.config import parse_config
 from memfs.daemon import start_jail
 from memfs.store.engine import Engine

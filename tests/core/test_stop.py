@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from control.client import Client
-from control.server import ACTIVE_REQUESTS, STOP_REPLY_SECONDS
+from control.socket.server import ACTIVE_REQUESTS, STOP_REPLY_SECONDS
 from tests.support import (
     UID_A,
     UID_B,

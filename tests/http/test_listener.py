@@ -1,4 +1,4 @@
-"""The HTTP listener's own limits (control/http_server.py), over real sockets to a real
+"""The HTTP listener's own limits (control/http/server.py), over real sockets to a real
 daemon: idle, slow and stalled connections beyond the limits starve neither the
 control socket, nor the mount, nor a token holder's requests; a connection the client
 closed gives its descriptor back at once; a request with both Transfer-Encoding and

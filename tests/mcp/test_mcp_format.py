@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from control import mcp_tools as t
 from control.client import Client, ConflictError, ConnectionFailed
+from control.mcp import storage as t
 
 
 def read_result(text: str, total: int, **extra: Any) -> dict[str, Any]:

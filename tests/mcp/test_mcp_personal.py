@@ -1,6 +1,6 @@
 """``memfs mcp`` against a personal memory: each MCP client is its own agent, named
 by ``--agent`` or by its ``initialize`` ``clientInfo.name``; a client that names
-nothing is refused, never merged with another (control/mcp_identity.py). Real stdio
+nothing is refused, never merged with another (control/mcp/identity.py). Real stdio
 servers started by the official SDK client as the owner's uid."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from mcp import Client as McpClient
 from mcp_types import Implementation
 
-from control.mcp_identity import agent_from_client
+from control.mcp.identity import agent_from_client
 from tests.core.test_personal import personal_config
 from tests.history.gitcheck import commits
 from tests.mcp.conftest import call_error, call_ok, server_params

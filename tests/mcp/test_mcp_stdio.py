@@ -1,4 +1,4 @@
-"""The thread-free stdio transport of ``memfs mcp`` (control/mcp_stdio.py): what it
+"""The thread-free stdio transport of ``memfs mcp`` (control/mcp/stdio.py): what it
 promises on its own (the SDK-driven tests in this folder run every tool through it)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from control import mcp_stdio
+from control.mcp import stdio
 from tests.support import MEMFS, REPO
 
 
@@ -26,7 +26,7 @@ def _in_child(body: str) -> subprocess.CompletedProcess[bytes]:
 def test_claimed_stdio_diverts_stray_output_and_restores() -> None:
     done = _in_child(
         "import os\n"
-        "from control.mcp_stdio import claimed_stdio\n"
+        "from control.mcp.stdio import claimed_stdio\n"
         "with claimed_stdio() as (wire_in, wire_out):\n"
         "    os.write(1, b'stray\\n')\n"  # a library printing: must miss the wire
         "    assert os.read(0, 10) == b''\n"  # fd 0 reads /dev/null meanwhile
@@ -43,7 +43,7 @@ def test_lines_are_decoded_with_bad_bytes_replaced_and_a_last_partial_line() -> 
         reader = asyncio.StreamReader()
         reader.feed_data(data)
         reader.feed_eof()
-        return [line async for line in mcp_stdio.LineReader(reader)]
+        return [line async for line in stdio.LineReader(reader)]
 
     lines = asyncio.run(read_all(b'{"a": 1}\n\xff\xfe\n{"b": 2}'))
     assert lines == ['{"a": 1}\n', "\ufffd\ufffd\n", '{"b": 2}']
@@ -52,13 +52,13 @@ def test_lines_are_decoded_with_bad_bytes_replaced_and_a_last_partial_line() -> 
 def test_only_pipes_and_sockets_take_the_fast_path() -> None:
     read_end, write_end = os.pipe()
     try:
-        assert mcp_stdio.pipe_like(read_end)
+        assert stdio.pipe_like(read_end)
     finally:
         os.close(read_end)
         os.close(write_end)
     with tempfile.TemporaryFile() as regular:
-        assert not mcp_stdio.pipe_like(regular.fileno())
-    assert not mcp_stdio.pipe_like(987654)  # not open
+        assert not stdio.pipe_like(regular.fileno())
+    assert not stdio.pipe_like(987654)  # not open
 
 
 def test_a_regular_file_as_stdin_is_served_by_the_sdk_transport(tmp_path: Path) -> None:

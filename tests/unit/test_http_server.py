@@ -1,4 +1,4 @@
-"""control/http_server.py's ConnectionTable: admission within the limits, which
+"""control/http/server.py's ConnectionTable: admission within the limits, which
 connection is closed to make room, and when a new one is refused."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from control.http_server import ConnectionTable, HttpLimits, _Connection
+from control.http.server import ConnectionTable, HttpLimits, _Connection
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The web view's sign-in table (control/web/signin.py) on its own, with a real token
+"""The web view's sign-in table (control/http/web/signin.py) on its own, with a real token
 file and a clock the test moves: per-agent and global caps, and ended sessions (expired,
 token revoked, agent gone) that free their places only when they really ended."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from control.web.signin import SignIns, TooManySessions
+from control.http.web.signin import SignIns, TooManySessions
 from memfs.tokens import Tokens
 
 

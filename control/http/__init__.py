@@ -1,0 +1,33 @@
+"""The HTTP listener: our own HTTP/1.1 server on h11 and trio (`control.http.server`,
+with its connection and time limits) serving one Starlette app (`control.http.app`):
+REST under /v1 (`files`: stores, files, search; `op_routes`: the endpoints that mirror
+protocol ops; `openapi`; RFC 9457 problems in `problems`), bearer-token identity
+(`auth`), MCP streamable HTTP at /mcp (`mcp`), Prometheus /metrics (`metrics`) and the
+web view (`control.http.web`). Every endpoint builds the request model the socket
+decodes and hands it to the same dispatcher."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# each public name and the module defining it, imported on first use: they pull in
+# heavy libraries that a process using one sibling module alone should not pay for
+_WHERE = {
+    "BoundHttp": "control.http.app",
+    "bind_http": "control.http.app",
+    "build_app": "control.http.app",
+    "serve_http": "control.http.app",
+    "HttpLimits": "control.http.server",
+    "HttpServer": "control.http.server",
+    "MeasuredControlServer": "control.http.metrics",
+    "MeasuredDispatcher": "control.http.metrics",
+    "Metrics": "control.http.metrics",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

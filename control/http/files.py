@@ -1,0 +1,301 @@
+"""REST ``/v1``: stores, files, search. Each endpoint builds the very request model
+the socket decodes (control/protocol/by_op.py) and hands it to ``Dispatcher.execute`` in a
+worker thread, for the agent of the bearer token (control/http/auth.py); no second
+dispatch. Errors are problem details (control/http/problems.py).
+
+Files, as ``/v1/stores/{store}/files/{path}``:
+
+* ``GET``: the raw bytes (a ``read``: the version is recorded as seen, exactly like a
+  socket read; a missing file records that too), ``ETag`` = the blake3 digest in
+  quotes; ``If-None-Match`` with that tag gives 304 (still a read). ``?at=REV``: the
+  file as it was at REV (a ``show``: records nothing). ``HEAD``: a ``stat``.
+* ``PUT`` (raw body): replace or create, version-checked against the agent's record
+  like every write; ``If-Match: "DIGEST"`` is sent as ``expect`` (mismatch: 412),
+  ``If-None-Match: *`` as ``expect: absent`` (create only; the file exists: 412);
+  ``?force=true`` skips every check (and takes no precondition). 201 when created.
+* ``PATCH`` with JSON ``{"append": TEXT}`` or ``{"sed": [SCRIPT, ...]}`` (and
+  ``"force"``), ``DELETE``: ``If-Match`` as for ``PUT``.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import functools
+import mimetypes
+import re
+from email.utils import formatdate
+from typing import Any
+
+import anyio.to_thread
+import blake3
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from control import protocol as p
+from control.http.problems import (
+    PreconditionFailed,
+    Problem,
+    flag,
+    guarded,
+    json_object,
+    query,
+    read_body,
+)
+from control.ops.dispatcher import Dispatcher
+from control.protocol.by_op import build_request
+from control.socket.server import max_line_bytes
+from memfs.store.errors import Conflict
+
+_ETAG = re.compile(r'^(?:W/)?"([0-9a-f]{64})"$|^([0-9a-f]{64})$')
+
+
+def agent_of(request: Request) -> str:
+    """The agent of the request's bearer token (set by the auth middleware)."""
+    agent = request.scope.get("memfs.agent")
+    if not isinstance(agent, str):
+        raise Problem("unauthenticated", "no valid bearer token",
+                      headers={"WWW-Authenticate": 'Bearer realm="memfs"'})
+    return agent
+
+
+INLINE_READ_LIMIT = 64 * 1024  # reads of files known to be this small skip the thread hop
+SIZES_KEPT = 4096
+
+
+class Api:
+    """What every endpoint needs: the dispatcher, the limits, and `execute`."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+        self.config = dispatcher.engine.config
+        self.max_file = self.config.max_file_size
+        self.max_json = max_line_bytes(self.max_file)
+        # path -> size at its last read or write here (an LRU): which reads are small
+        self._sizes: collections.OrderedDict[str, int] = collections.OrderedDict()
+
+    def _run(self, agent: str, op: str, fields: dict[str, Any], lax: bool) -> dict[str, Any]:
+        return self.dispatcher.execute(agent, build_request(op, fields, lax=lax))
+
+    async def execute(self, request: Request, op: str, fields: dict[str, Any], *,
+                      lax: bool = False) -> dict[str, Any]:
+        """Build the ``op`` request from ``fields`` (``lax``: query-string text) and
+        carry it out for the token's agent in a worker thread (never abandoned: a
+        commit that started finishes). Raises what the Dispatcher raises.
+
+        A read of a file last seen here at most INLINE_READ_LIMIT bytes runs on the
+        event loop instead, like the mount's opens of small files: the thread hop
+        would cost more than the read (a file that grew meanwhile is read inline
+        once, then goes back to the thread)."""
+        agent = agent_of(request)
+        path = fields.get("path")
+        known = self._sizes.get(path) if op == "read" and isinstance(path, str) else None
+        if known is not None and known <= INLINE_READ_LIMIT:
+            result = self._run(agent, op, fields, lax)
+        else:
+            result = await anyio.to_thread.run_sync(
+                functools.partial(self._run, agent, op, fields, lax))
+        if op in ("read", "stat", "write") and isinstance(path, str) and \
+                isinstance(result.get("size"), int):
+            self._sizes[path] = result["size"]
+            self._sizes.move_to_end(path)
+            if len(self._sizes) > SIZES_KEPT:
+                self._sizes.popitem(last=False)
+        return result
+
+
+def _file_path(request: Request) -> str:
+    return f"{request.path_params['store']}/{request.path_params['path']}"
+
+
+def _tag(digest: str) -> str:
+    return f'"{digest}"'
+
+
+def _one_tag(value: str, header: str) -> str:
+    match = _ETAG.match(value.strip())
+    if match is None:
+        raise p.ProtocolError("invalid", f"{header} takes one quoted digest, e.g. "
+                              f'"{"0" * 8}...", as given by ETag; got {value[:80]!r}')
+    return match.group(1) or match.group(2)
+
+
+def preconditions(request: Request, force: bool) -> str | None:
+    """``expect`` from If-Match ("DIGEST") or If-None-Match (*: create only)."""
+    if_match = request.headers.get("if-match")
+    if_none = request.headers.get("if-none-match")
+    if if_match is not None and if_none is not None:
+        raise p.ProtocolError("invalid", "give If-Match or If-None-Match, not both")
+    if force and (if_match is not None or if_none is not None):
+        raise p.ProtocolError("invalid", "force=true skips every version check: drop it, or "
+                              "drop If-Match / If-None-Match")
+    if if_match is not None:
+        return _one_tag(if_match, "If-Match")
+    if if_none is not None:
+        if if_none.strip() != "*":
+            raise p.ProtocolError("invalid", "a write takes If-None-Match: * (create only)")
+        return "absent"
+    return None
+
+
+async def versioned(api: Api, request: Request, op: str, fields: dict[str, Any],
+                    expect: str | None) -> dict[str, Any]:
+    """Carry out a version-checked write; a conflict that the request's own
+    precondition caused (If-Match not current, If-None-Match: * on an existing file)
+    becomes PreconditionFailed (412)."""
+    try:
+        return await api.execute(request, op, {**fields, "expect": expect})
+    except Conflict as error:
+        if expect is not None and error.current != (None if expect == "absent" else expect):
+            raise PreconditionFailed() from error
+        raise
+
+
+def _committed(result: dict[str, Any]) -> JSONResponse:
+    headers = {"ETag": _tag(result["digest"])} if result.get("digest") else {}
+    return JSONResponse(result, 201 if result.get("created") else 200, headers)
+
+
+def _version_headers(result: dict[str, Any]) -> dict[str, str]:
+    headers = {"ETag": _tag(result["digest"]),
+               "X-Memfs-Changed-Since-Last-Read":
+                   "true" if result.get("changed_since_last_read") else "false"}
+    if result.get("last_writer"):
+        headers["X-Memfs-Last-Writer"] = str(result["last_writer"])
+    if result.get("last_written_at"):
+        headers["Last-Modified"] = formatdate(result["last_written_at"], usegmt=True)
+    return headers
+
+
+def routes(api: Api) -> list[Route]:
+    """The stores, files and search endpoints."""
+
+    @guarded
+    async def stores(request: Request) -> Response:
+        query(request, {})
+        me = await api.execute(request, "whoami", {})
+        specs = api.config.stores
+        return JSONResponse({"agent": me["agent"], "stores": [
+            {"name": name, "access": access, "history": specs[name].history,
+             "structured": specs[name].structured}
+            for name, access in sorted(me["stores"].items()) if name in specs]})
+
+    @guarded
+    async def files(request: Request) -> Response:
+        store = request.path_params["store"]
+        globs = query(request, {"glob": "glob"}, repeated=frozenset({"glob"})).get("glob")
+        patterns = [f"{store}/{g.lstrip('/')}" for g in globs or ["**"]]
+        return JSONResponse(await api.execute(request, "list", {"patterns": patterns}))
+
+    @guarded
+    async def read_file(request: Request) -> Response:
+        path = _file_path(request)
+        if request.method == "HEAD":
+            query(request, {})
+            info = await api.execute(request, "stat", {"path": path})
+            return Response(headers={**_version_headers(info),
+                                     "Content-Length": str(info["size"])})
+        at = query(request, {"at": "rev"}).get("rev")
+        if at is not None:
+            shown = await api.execute(request, "show", {"path": path, "rev": at,
+                                                        "encoding": "base64"})
+            data = base64.b64decode(shown["content_b64"])
+            headers = {"ETag": _tag(blake3.blake3(data).hexdigest()),
+                       "X-Memfs-Rev": shown["rev"]}
+            return Response(data, headers=headers, media_type=_media_type(path))
+        result = await api.execute(request, "read", {"path": path, "encoding": "base64"})
+        headers = _version_headers(result)
+        if_none = request.headers.get("if-none-match")
+        if if_none is not None and (if_none.strip() == "*" or result["digest"] in if_none):
+            return Response(status_code=304, headers=headers)
+        return Response(base64.b64decode(result["content_b64"]), headers=headers,
+                        media_type=_media_type(path))
+
+    @guarded
+    async def put_file(request: Request) -> Response:
+        force = flag(query(request, {"force": "force"}).get("force"), "force")
+        expect = preconditions(request, force)
+        body = await read_body(request, api.max_file)
+        try:
+            content: dict[str, Any] = {"content": body.decode("utf-8")}
+        except UnicodeDecodeError:
+            content = {"content_b64": base64.b64encode(body).decode("ascii")}
+        result = await versioned(api, request, "write",
+                                 {"path": _file_path(request), "force": force, **content},
+                                 expect)
+        response = _committed(result)
+        if result.get("created"):
+            response.headers["Location"] = request.url.path
+        return response
+
+    @guarded
+    async def patch_file(request: Request) -> Response:
+        query(request, {})
+        edit = await json_object(request, api.max_json)
+        unknown = set(edit) - {"append", "sed", "force"}
+        if unknown or ("append" in edit) == ("sed" in edit):
+            raise p.ProtocolError("invalid", 'PATCH takes {"append": TEXT} or {"sed": '
+                                  '[SCRIPT, ...]}, and optionally "force"')
+        force = edit.get("force", False)
+        if not isinstance(force, bool):
+            raise p.ProtocolError("invalid", "force must be true or false")
+        fields: dict[str, Any] = {"path": _file_path(request), "force": force}
+        if "append" in edit:
+            if request.headers.get("if-match") or request.headers.get("if-none-match"):
+                raise p.ProtocolError("invalid", "an append needs no version: it never "
+                                      "loses data; drop If-Match / If-None-Match")
+            fields.update(content=edit["append"], append=True)
+            return _committed(await api.execute(request, "write", fields))
+        sed = edit["sed"]
+        fields["sed"] = [sed] if isinstance(sed, str) else sed
+        expect = preconditions(request, force)
+        if expect == "absent":
+            raise p.ProtocolError("invalid", "a sed edit needs an existing file: drop "
+                                  "If-None-Match")
+        return _committed(await versioned(api, request, "write", fields, expect))
+
+    @guarded
+    async def delete_file(request: Request) -> Response:
+        force = flag(query(request, {"force": "force"}).get("force"), "force")
+        expect = preconditions(request, force)
+        if expect == "absent":
+            raise p.ProtocolError("invalid", "a delete takes If-Match, not If-None-Match")
+        result = await versioned(api, request, "delete",
+                                 {"path": _file_path(request), "force": force}, expect)
+        return JSONResponse(result)
+
+    @guarded
+    async def search(request: Request) -> Response:
+        fields = query(request, {"pattern": "pattern", "flag": "flags", "path": "paths",
+                                 "arg": "args"},
+                       repeated=frozenset({"flag", "path", "arg"}))
+        if ("pattern" in fields) == ("args" in fields):
+            raise p.ProtocolError("invalid", "give pattern (with optional flag and path "
+                                  "parameters) or arg parameters (a whole rg command line)")
+        args = fields.get("args") or [*fields.get("flags", []), "--regexp",
+                                       fields["pattern"], "--", *fields.get("paths", [])]
+        return JSONResponse(await api.execute(request, "search", {"args": args}))
+
+    file_path = "/v1/stores/{store}/files/{path:path}"
+    return [
+        Route("/v1/stores", stores, methods=["GET"]),
+        Route("/v1/stores/{store}/files", files, methods=["GET"]),
+        Route(file_path, read_file, methods=["GET", "HEAD"]),
+        Route(file_path, put_file, methods=["PUT"]),
+        Route(file_path, patch_file, methods=["PATCH"]),
+        Route(file_path, delete_file, methods=["DELETE"]),
+        Route("/v1/search", search, methods=["GET"]),
+    ]
+
+
+def _media_type(path: str) -> str:
+    return _media_type_of(path.rpartition("/")[2].rpartition(".")[2].lower())
+
+
+@functools.lru_cache(maxsize=256)
+def _media_type_of(suffix: str) -> str:
+    guessed = mimetypes.guess_type(f"x.{suffix}")[0]
+    if guessed is None:
+        return "application/octet-stream"
+    return f"{guessed}; charset=utf-8" if guessed.startswith("text/") else guessed

@@ -1,0 +1,29 @@
+"""The tools for models and `memfs mcp`: the storage, history and memory tools
+(`storage`, `history`, `memory`) carry out each call through one `Client` and never
+raise, turning every outcome into text a model can act on; `server` and
+`server_memory` give them MCP signatures with the official SDK, `stdio` serves them over
+stdin and stdout, `identity` tells which agent a stdio server acts as."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# each public name and the module defining it, imported on first use: they pull in
+# heavy libraries that a process using one sibling module alone should not pay for
+_WHERE = {
+    "Connection": "control.mcp.storage",
+    "MemoryTools": "control.mcp.storage",
+    "ToolOutcome": "control.mcp.storage",
+    "HistoryTools": "control.mcp.history",
+    "AgentTools": "control.mcp.memory",
+    "build_server": "control.mcp.server",
+    "main_mcp": "control.mcp.server",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

@@ -1,0 +1,111 @@
+"""The history tools for models: storage_history and storage_restore.
+
+`HistoryTools` extends `MemoryTools` (control/mcp/storage.py) with them; like the storage
+tools each method never raises and returns a ToolOutcome. The descriptions below are
+what the model reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from control.mcp.storage import (
+    MAX_OUTPUT_CHARS,
+    MemoryTools,
+    ToolOutcome,
+    commit_meta,
+    cut_text,
+    format_read,
+)
+from memfs.memory.records import literal
+
+HISTORY_DESCRIPTION = """\
+Look at the past of shared memory: every change to a store is kept (who, when, what).
+
+action="log" (default): the changes, newest first, of a file, a folder or a whole store
+  (path "notes/oncall.md", "notes/incidents" or "notes"; omit path for every store):
+    storage_history(path="notes/oncall.md")
+    storage_history(path="notes", limit=50)
+  Each line: revision, time (UTC), agent, what it did.
+action="diff": a unified diff of one file. Without `rev`: what changed since YOU last read
+  it (useful after a conflict). With rev="3f2c1e0": from that revision to now; with
+  rev="3f2c1e0..9a8b7c6": between two revisions.
+    storage_history(path="notes/oncall.md", action="diff")
+action="show": the file's content at revision `rev` (also of a deleted file), with
+  numbered lines paged by offset/limit like storage_read:
+    storage_history(path="notes/oncall.md", action="show", rev="HEAD~3")
+Revisions are ids from the log (7+ hex digits), HEAD~N (N changes ago in that store),
+or a time such as 2026-11-30T10:00 (UTC). To bring an old version back, use
+storage_restore."""
+
+RESTORE_DESCRIPTION = """\
+Bring back the content a file had at an earlier revision (from storage_history), as a
+new change; nothing in the history is lost. Restoring a deleted file recreates it.
+    storage_restore(path="notes/oncall.md", rev="3f2c1e0")
+Version check, as for storage_write: you must have read the file's current version and
+nobody changed it since; otherwise you get a CONFLICT and nothing is changed (read it,
+check with storage_history(action="diff") what changed, then decide). force=true
+overwrites other agents' changes on purpose."""
+
+
+class HistoryTools(MemoryTools):
+    """The storage tools plus storage_history and storage_restore."""
+
+    def history(self, path: str | None = None, action: str = "log", rev: str | None = None,
+                offset: int | None = None, limit: int | None = None) -> ToolOutcome:
+        if action == "log":
+            return self._guard(lambda: self._log(path, limit or 20), verb="read")
+        if path is None:
+            return ToolOutcome(f"Invalid request: action={action!r} needs a file `path`.", True)
+        if action == "diff":
+            return self._guard(lambda: self._diff(path, rev), path=path, verb="read")
+        if action == "show":
+            if rev is None:
+                return ToolOutcome("Invalid request: action=\"show\" needs `rev` (from "
+                                   "storage_history(action=\"log\")).", True)
+            return self._guard(lambda: self._show(path, rev, offset or 1, limit or 2000),
+                               path=path, verb="read")
+        return ToolOutcome(f"Invalid request: action must be log, diff or show, not "
+                           f"{action!r}.", True)
+
+    def _log(self, path: str | None, limit: int) -> ToolOutcome:
+        entries = self.conn.run(lambda c: c.log(path, limit=limit), idempotent=True)
+        if not entries:
+            return ToolOutcome(f"No changes recorded for "
+                               f"{literal(path) if path else 'your stores'}.")
+        lines = [f"{e['short']}  {e['time']}  {literal(e['author'])}"
+                 + ("" if e.get("delegate") is None else f" (via uid {e['delegate']})")
+                 + f"  {literal(e['summary'])}" + ("  (forced)" if e["forced"] else "")
+                 for e in entries]
+        text, _ = cut_text("\n".join(lines), MAX_OUTPUT_CHARS)
+        if len(entries) == limit:
+            text += f"\n[{limit} most recent shown; pass a larger limit for more.]"
+        return ToolOutcome(text, meta={"entries": [e["rev"] for e in entries]})
+
+    def _diff(self, path: str, rev: str | None) -> ToolOutcome:
+        result: dict[str, Any] = self.conn.run(lambda c: c.diff(path, rev), idempotent=True)
+        if not result["diff"]:
+            return ToolOutcome(f"No difference in {literal(path)} between {result['old']} and "
+                               f"{result['new']}.")
+        text, cut = cut_text(result["diff"], MAX_OUTPUT_CHARS)
+        if cut:
+            text += "\n[Diff truncated: compare narrower revisions.]"
+        return ToolOutcome(f"{literal(path)}: {result['old']} -> {result['new']}\n{text}")
+
+    def _show(self, path: str, rev: str, offset: int, limit: int) -> ToolOutcome:
+        result = self.conn.run(lambda c: c.show(path, rev, offset=offset, limit=limit),
+                               idempotent=True)
+        outcome = format_read(path, offset, result)
+        outcome.text = f"[{literal(path)} as of {result['short']}]\n" + outcome.text.replace(
+            "storage_read(path=", f"storage_history(action=\"show\", rev={literal(rev)}, path=")
+        return outcome
+
+    def restore(self, path: str, rev: str, force: bool = False) -> ToolOutcome:
+        def body() -> ToolOutcome:
+            result = self.conn.run(lambda c: c.restore(path, rev, force=force),
+                                   idempotent=False)
+            verb = "Recreated" if result["created"] else "Restored"
+            return ToolOutcome(f"{verb} {literal(result['path'])} as of {literal(rev)} "
+                               f"({result['size']} bytes).", meta=commit_meta(result))
+
+        return self._guard(body, path=path, verb="restore")

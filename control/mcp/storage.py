@@ -1,0 +1,573 @@
+"""The memfs tools for models, independent of the MCP SDK.
+
+``MemoryTools`` carries out storage_list / read / search / write / download / upload
+through one control-socket ``Client`` and turns every outcome, good or bad, into a
+``ToolOutcome``: the text the model reads, whether it is an error, and metadata kept
+out of the model's sight (digests). The model never handles a digest: the daemon
+records, per agent, the version each read returned, and checks writes against it.
+
+control/mcp/server.py wires these methods to the MCP SDK; the descriptions below are
+what the model sees. In the results, memfs's own sentences name paths, ids and agents
+as JSON strings (``"notes/a.md"``) and quote memory's texts (``> ``), with every
+character that is not printable escaped (memfs/memory/records.py); listings and tool
+output (storage_list, rg's matches, numbered lines, diffs) are one entry per line, as
+they come.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from control.client import (
+    BusyError,
+    Client,
+    ConflictError,
+    ConnectionFailed,
+    InternalError,
+    InvalidError,
+    LeaseHeldError,
+    LeaseLostError,
+    MemfsClientError,
+    NoSpaceError,
+    NotFoundError,
+    PermissionDeniedError,
+    TooLargeError,
+)
+from control.client.localfiles import (
+    LocalFileError,
+    confine,
+    destination,
+    read_local,
+    save_atomically,
+)
+from memfs.memory.records import escaped, literal
+
+T = TypeVar("T")
+
+DEFAULT_READ_LIMIT = 2000  # lines per storage_read page
+MAX_LINE_CHARS = 4000  # longer lines are cut in storage_read output
+MAX_OUTPUT_CHARS = 100_000  # per tool result (read page, search output, list)
+MAX_LIST_PATHS = 2000
+
+# -- what the model reads ------------------------------------------------------------------
+
+INSTRUCTIONS = """\
+memfs is shared, persistent memory: plain text files that several agents read and write.
+Files live in named stores; every path is STORE/PATH, for example notes/incidents/db.md
+(a leading /memory/ is accepted too). Use storage_list to see files, storage_search to grep
+them, storage_read to read, storage_write to create, replace, append or sed-edit.
+Writes are version-checked for you: if another agent changed a file after you last read
+it, your write is refused as a CONFLICT instead of erasing their work. Then read the file
+again and redo your change on the new content."""
+
+LIST_DESCRIPTION = """\
+List files in shared memory, as STORE/PATH (one per line), across every store you may read.
+
+`pattern` is an optional glob (or a list of globs) over STORE/PATH: `*` matches within
+one path segment, `**` across segments, `?` one character, `[abc]` a set.
+Examples:
+  storage_list()                         every file you can read
+  storage_list(pattern="notes/**")       everything in the store "notes"
+  storage_list(pattern="**/*.md")        every Markdown file in every store
+  storage_list(pattern=["ops/**/*.csv", "notes/2026-*.md"])
+Only files are listed (directories appear through their files)."""
+
+READ_DESCRIPTION = """\
+Read a text file from shared memory, with numbered lines like `cat -n`
+(right-aligned line number, a tab, then the line). The numbers are for reference only:
+never include them when you write the file back.
+
+Long files come in pages of `limit` lines (default 2000) starting at line `offset`
+(1-based, default 1); when more lines remain the result ends with the exact call that
+continues, e.g. `storage_read(path="notes/log.md", offset=2001)`.
+Examples:
+  storage_read(path="notes/oncall.md")
+  storage_read(path="ops/big.log", offset=500, limit=100)
+
+Reading records the version you saw: a later storage_write of this file succeeds only if
+nobody changed it since. If the file changed since your previous read, the result starts
+with a note saying who changed it and when. For binary files use storage_download."""
+
+SEARCH_DESCRIPTION = """\
+Search file contents in shared memory with real ripgrep (rg); matches come back inline
+as STORE/PATH:LINE:text. One call covers every store you may read, unless you name stores
+or files in `paths`.
+
+Either give `pattern` (a Rust regex) plus optional rg `flags` and `paths`:
+  storage_search(pattern="timeout", flags=["-i", "-C", "2"])
+  storage_search(pattern="checkout.*5\\\\d\\\\d", paths=["ops"])
+  storage_search(pattern="TODO", flags=["-l"], paths=["notes/projects"])
+or the whole rg command line as you would type it after `rg`, in `args`:
+  storage_search(args=["-i", "-w", "payment failed", "notes", "ops"])
+Useful flags: -i ignore case, -w whole words, -F literal string, -C N / -A N / -B N context
+lines, -l only file names, -c counts, -m N max matches per file, -g GLOB filter files
+(e.g. -g "*.md"), -U multiline. Results are sorted by path, with file names and line
+numbers (-N hides line numbers). Flags that run programs or read outside memory (--pre, -z,
+--follow, -f, ...) are refused. "No matches" is a normal answer, not an error."""
+
+WRITE_DESCRIPTION = """\
+Create, replace, append to or edit a file in shared memory (stores you may write).
+
+Give exactly one of:
+  content  the new text of the whole file, or with append=true the text to add at its end
+           storage_write(path="notes/oncall.md", content="# On-call\\n...")
+           storage_write(path="notes/oncall.md", content="- 03:10 db failover\\n", append=true)
+  sed      a GNU sed script (or a list of scripts, applied in order) run on the current
+           file, so you can change a few lines without sending the whole file:
+           storage_write(path="notes/oncall.md", sed="s/queue-a/queue-b/g")
+           storage_write(path="notes/oncall.md", sed=["/obsolete/d", "3a\\\\new line after 3"])
+           (sed runs sandboxed: the e, r, w commands are unavailable).
+
+Version check: replacing or sed-editing an existing file requires that you read it
+(storage_read or storage_download) and that nobody changed it since. Appending and
+creating a new file need no prior read. If the check fails you get a CONFLICT error naming
+who changed the file and when: your write was NOT applied. Read the file again, redo your
+change on the current content, then retry. Set force=true only to overwrite other agents'
+changes on purpose. Content is UTF-8 text; include a final newline if you want one."""
+
+DOWNLOAD_DESCRIPTION = """\
+Copy a file from shared memory to a local file on the machine running this tool, to work
+on it with other programs (scripts over a CSV, charts, binary files). Byte for byte; the
+local file is replaced atomically. If `dest` is an existing directory (or ends with /),
+the file keeps its name inside it; missing parent directories are created.
+  storage_download(path="ops/orders.csv", dest="/tmp/work/orders.csv")
+The version you downloaded is recorded: storage_upload later sends your changed copy back
+and is refused if someone else changed the file in the meantime."""
+
+UPLOAD_DESCRIPTION = """\
+Copy a local file (on the machine running this tool) back into shared memory, byte for
+byte, creating or replacing `path`.
+  storage_upload(src="/tmp/work/orders.csv", path="ops/orders.csv")
+Version check: replacing an existing file requires that you downloaded (or read) it and
+that nobody changed it since; otherwise the upload is refused as a CONFLICT, so rows or
+lines another agent added meanwhile are never erased. Then storage_download the file
+again, redo your work on the new version, and upload again. force=true overwrites other
+agents' changes on purpose."""
+
+
+@dataclass
+class ToolOutcome:
+    """What a tool call returns: ``text`` for the model, ``is_error`` for MCP's isError,
+    ``meta`` for the client program only (``_meta`` in MCP)."""
+
+    text: str
+    is_error: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def when(at: float | None) -> str:
+    if at is None:
+        return "an unknown time"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+
+
+class Connection:
+    """One control-socket Client, opened lazily and reopened when the daemon restarts.
+
+    Identity is the kernel's: the daemon reads SO_PEERCRED from this socket, so the
+    agent is whoever runs this process, or ``as_agent`` when that uid is a delegate,
+    or in personal mode the agent ``as_agent`` names (`bind` names it later).
+    """
+
+    def __init__(self, socket_path: str, as_agent: str | None = None,
+                 factory: Callable[[str, str | None], Client] = Client) -> None:
+        self.socket_path = socket_path
+        self.as_agent = as_agent
+        self._factory = factory
+        self._client: Client | None = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> Client:
+        with self._lock:
+            if self._client is not None and self._client.peer_closed():
+                self._discard_locked()
+            if self._client is None:
+                self._client = self._factory(self.socket_path, self.as_agent)
+            return self._client
+
+    def bind(self, as_agent: str) -> None:
+        """Act as ``as_agent`` from now on (a client made before is dropped)."""
+        with self._lock:
+            self.as_agent = as_agent
+            if self._client is not None:
+                self._discard_locked()
+
+    def _discard(self, client: Client) -> None:
+        with self._lock:
+            if self._client is client:
+                self._discard_locked()
+
+    def _discard_locked(self) -> None:
+        assert self._client is not None
+        with contextlib.suppress(OSError):
+            self._client.close()
+        self._client = None
+
+    def run(self, op: Callable[[Client], T], *, idempotent: bool) -> T:
+        """Run ``op`` on the client. A broken connection is dropped; an idempotent
+        op is retried once on a fresh one (a write is not: it may have landed)."""
+        client = self._get()
+        try:
+            return op(client)
+        except ConnectionFailed:
+            self._discard(client)
+            if not idempotent:
+                raise
+        return op(self._get())
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._discard_locked()
+
+
+def cut_text(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` cut at a line boundary to at most ``limit`` characters."""
+    if len(text) <= limit:
+        return text, False
+    head = text[:limit]
+    newline = head.rfind("\n")
+    return (head[: newline + 1] if newline > 0 else head), True
+
+
+class MemoryTools:
+    """The six storage tools; each method is synchronous, never raises, and returns a
+    ToolOutcome. Thread-safe (the Client serializes requests)."""
+
+    def __init__(self, connection: Connection, local_dir: str | None = None) -> None:
+        self.conn = connection
+        self.local_dir = local_dir  # download/upload stay inside it when set
+
+    # -- shared error handling ---------------------------------------------------------
+
+    def _guard(self, body: Callable[[], ToolOutcome], *, path: str | None = None,
+               verb: str = "write") -> ToolOutcome:
+        try:
+            try:
+                return body()
+            except MemfsClientError as error:
+                # The message may name what memory holds: escaped, it stays one line.
+                error.message = escaped(error.message)
+                raise
+        except ConflictError as error:
+            return conflict_outcome(error, path, verb)
+        except LeaseHeldError as error:
+            return ToolOutcome(f"LEASE HELD: {error.message}. Nothing was changed.", True,
+                               {"lease": dict(error.details)})
+        except LeaseLostError as error:
+            return ToolOutcome(f"LEASE LOST: {error.message}. Stop working on this task; "
+                               "task_list shows who holds it now.", True,
+                               {"lease": dict(error.details)})
+        except PermissionDeniedError as error:
+            return ToolOutcome(
+                f"Permission denied: {error.message}. Your stores and their access are listed "
+                "in this server's instructions; storage_list shows what you can read.",
+                True)
+        except NotFoundError as error:
+            return ToolOutcome(
+                f"Not found: {error.message}. Paths are STORE/PATH (e.g. notes/todo.md); "
+                "use storage_list to see existing files.", True)
+        except (InvalidError, TooLargeError) as error:
+            return ToolOutcome(f"Invalid request: {error.message}", True)
+        except BusyError as error:
+            return ToolOutcome(
+                f"memfs is busy: {error.message}. Nothing was done; wait a moment and "
+                "retry the same call.", True)
+        except NoSpaceError as error:
+            return ToolOutcome(
+                "The memory's disk is full; nothing was changed; free space or ask the "
+                f"operator, then retry. ({error.message})", True)
+        except ConnectionFailed as error:
+            text = f"memfs is unreachable: {error.message}"
+            if verb in ("write", "upload"):
+                text += (". If the connection broke during the call the change may or may not "
+                         "have been applied: storage_read the file to check before retrying.")
+            return ToolOutcome(text, True)
+        except InternalError as error:
+            return ToolOutcome(f"memfs internal error: {error.message}", True)
+        except MemfsClientError as error:  # pragma: no cover - every code is mapped above
+            return ToolOutcome(f"memfs error ({error.code}): {error.message}", True)
+        except LocalFileError as error:
+            return ToolOutcome(f"Local file error: {error}", True)
+
+    # -- storage_list -------------------------------------------------------------------
+
+    def list_files(self, pattern: str | list[str] | None = None) -> ToolOutcome:
+        patterns = [pattern] if isinstance(pattern, str) else list(pattern or [])
+        patterns = [p for p in patterns if p.strip()]
+
+        def body() -> ToolOutcome:
+            paths = self.conn.run(lambda c: c.list(*patterns), idempotent=True)
+            if not paths:
+                what = " or ".join(repr(p) for p in patterns) if patterns else "your stores"
+                return ToolOutcome(f"No files match {what}." if patterns
+                                   else "No files yet in any store you can read.",
+                                   meta={"paths": []})
+            shown = paths[:MAX_LIST_PATHS]
+            text, cut = cut_text("\n".join(shown), MAX_OUTPUT_CHARS)
+            count = text.count("\n") + 1
+            if cut or len(shown) < len(paths):
+                text += (f"\n[{count} of {len(paths)} files shown; narrow the pattern, "
+                         "e.g. \"STORE/dir/**\"]")
+            return ToolOutcome(text, meta={"paths": paths[:count], "total": len(paths)})
+
+        return self._guard(body, verb="list")
+
+    # -- storage_read -------------------------------------------------------------------
+
+    def read(self, path: str, offset: int | None = None, limit: int | None = None) -> ToolOutcome:
+        first = offset or 1
+        count = limit or DEFAULT_READ_LIMIT
+        if first < 1 or count < 1:
+            return ToolOutcome("Invalid request: offset and limit must be at least 1.", True)
+
+        def body() -> ToolOutcome:
+            result = self.conn.run(lambda c: c.read(path, offset=first, limit=count),
+                                   idempotent=True)
+            return format_read(path, first, result)
+
+        return self._guard(body, path=path, verb="read")
+
+    # -- storage_search -----------------------------------------------------------------
+
+    def search(self, pattern: str | None = None, args: list[str] | None = None,
+               flags: list[str] | None = None, paths: list[str] | None = None) -> ToolOutcome:
+        if (pattern is None) == (args is None):
+            return ToolOutcome(
+                "Invalid request: give exactly one of `pattern` (with optional `flags` and "
+                "`paths`) or `args` (a full rg command line such as [\"-i\", \"timeout\"]).",
+                True)
+        if args is not None:
+            if flags or paths:
+                return ToolOutcome("Invalid request: `flags` and `paths` go with `pattern`; "
+                                   "with `args`, put flags, pattern and paths all in `args`.",
+                                   True)
+            if not args:
+                return ToolOutcome("Invalid request: `args` is empty; it needs at least a "
+                                   "pattern.", True)
+            rg = list(args)
+        else:
+            assert pattern is not None
+            rg = [*(flags or []), "--regexp", pattern]
+            if paths:
+                rg += ["--", *paths]
+        # Defaults first: the user's flags come later and win (-N, --sort=none, ...).
+        rg = ["--line-number", "--with-filename", "--sort=path", *rg]
+
+        def body() -> ToolOutcome:
+            result = self.conn.run(lambda c: c.search(rg), idempotent=True)
+            return format_search(result)
+
+        return self._guard(body, verb="search")
+
+    # -- storage_write ------------------------------------------------------------------
+
+    def write(self, path: str, content: str | None = None, append: bool = False,
+              sed: str | list[str] | None = None, force: bool = False) -> ToolOutcome:
+        if (content is None) == (sed is None):
+            return ToolOutcome(
+                "Invalid request: give exactly one of `content` (the text to write, or to add "
+                "with append=true) or `sed` (a GNU sed script, or a list of scripts).", True)
+        if sed is not None:
+            if append:
+                return ToolOutcome("Invalid request: `append` goes with `content`, not with "
+                                   "`sed` (a sed script can append itself: '$a\\\\text').",
+                                   True)
+            scripts = [sed] if isinstance(sed, str) else list(sed)
+            if not scripts:
+                return ToolOutcome("Invalid request: `sed` is an empty list.", True)
+            return self._guard(lambda: self._edit(path, scripts, force), path=path)
+        assert content is not None
+        return self._guard(lambda: self._write(path, content, append, force), path=path)
+
+    def _write(self, path: str, content: str, append: bool, force: bool) -> ToolOutcome:
+        result = self.conn.run(lambda c: c.write(path, content, append=append, force=force),
+                               idempotent=False)
+        size = result["size"]
+        shown = literal(result["path"])
+        if append:
+            text = f"Appended {len(content.encode())} bytes to {shown} (now {size} bytes)."
+        elif result.get("created"):
+            text = f"Created {shown} ({size} bytes)."
+        else:
+            text = f"Wrote {shown} ({size} bytes)."
+        return ToolOutcome(text, meta=commit_meta(result))
+
+    def _edit(self, path: str, scripts: list[str], force: bool) -> ToolOutcome:
+        def op(client: Client) -> tuple[dict[str, Any], str | None]:
+            try:
+                before: str | None = client.stat(path)["digest"]
+            except MemfsClientError:
+                before = None  # the edit itself reports what is wrong
+            return client.edit(path, scripts, force=force), before
+
+        result, before = self.conn.run(op, idempotent=False)
+        shown = literal(result["path"])
+        if before is not None and result["digest"] == before:
+            text = (f"sed left {shown} unchanged ({result['size']} bytes): the script matched "
+                    "nothing. Check it against the file (storage_read).")
+        else:
+            text = f"Edited {shown} with sed (now {result['size']} bytes)."
+        return ToolOutcome(text, meta=commit_meta(result))
+
+    # -- storage_download / storage_upload ---------------------------------------------
+
+    def download(self, path: str, dest: str) -> ToolOutcome:
+        def body() -> ToolOutcome:
+            target = confine(destination(confine(dest, self.local_dir), path), self.local_dir)
+            data, meta = self.conn.run(lambda c: c.read_bytes(path), idempotent=True)
+            save_atomically(target, data, make_parents=True)
+            shown = meta.get("path") or path
+            text = (f"Downloaded {literal(shown)} ({len(data)} bytes) to {literal(target)}.\n"
+                    f"When your local changes are done, send it back with "
+                    f"storage_upload(src={literal(target)}, path={literal(shown)}); that is "
+                    "refused if another agent changes the file in the meantime.")
+            if meta.get("changed_since_last_read"):
+                text = _changed_note(shown, meta) + "\n" + text
+            return ToolOutcome(text, meta={**_version_meta(meta), "dest": target})
+
+        return self._guard(body, path=path, verb="download")
+
+    def upload(self, src: str, path: str, force: bool = False) -> ToolOutcome:
+        def body() -> ToolOutcome:
+            data = read_local(confine(src, self.local_dir))
+            result = self.conn.run(lambda c: c.write(path, data, force=force),
+                                   idempotent=False)
+            verb = "created" if result.get("created") else "replaced"
+            return ToolOutcome(f"Uploaded {literal(src)} to {literal(result['path'])} "
+                               f"({result['size']} bytes, {verb}).", meta=commit_meta(result))
+
+        return self._guard(body, path=path, verb="upload")
+
+    # -- identity --------------------------------------------------------------------------
+
+    def whoami(self) -> dict[str, Any]:
+        """The daemon's view of this server's agent (raises MemfsClientError)."""
+        return self.conn.run(lambda c: c.whoami(), idempotent=True)
+
+
+# -- formatting ----------------------------------------------------------------------------
+
+
+def _changed_note(path: str, result: dict[str, Any]) -> str:
+    writer = result.get("last_writer")
+    who = literal(writer) if writer else "another agent"
+    return (f"[Note: {literal(path)} changed since you last read it; last written by {who} at "
+            f"{when(result.get('last_written_at'))}. Below is the current version.]")
+
+
+def _version_meta(result: dict[str, Any]) -> dict[str, Any]:
+    keys = ("path", "digest", "size", "last_writer", "last_written_at",
+            "changed_since_last_read", "total_lines", "next_offset")
+    return {key: result[key] for key in keys if key in result}
+
+
+def commit_meta(result: dict[str, Any]) -> dict[str, Any]:
+    return {key: result[key] for key in ("path", "digest", "size", "created") if key in result}
+
+
+def format_read(path: str, offset: int, result: dict[str, Any]) -> ToolOutcome:
+    """A read page as ``cat -n`` lines plus notes: changed-since-read, continue-at."""
+    shown_path = result.get("path") or path
+    total = int(result.get("total_lines", 0))
+    text = str(result.get("text", ""))
+    lines = text.split("\n")  # lines end with "\n" only, as the daemon counts them
+    if text.endswith("\n") or not text:
+        lines.pop()
+    parts: list[str] = []
+    if result.get("changed_since_last_read"):
+        parts.append(_changed_note(shown_path, result))
+    meta = _version_meta(result)
+    if total == 0:
+        parts.append(f"({literal(shown_path)} is empty)")
+        return ToolOutcome("\n".join(parts), meta=meta)
+    if not lines:
+        parts.append(f"({literal(shown_path)} has {total} lines; offset {offset} is past the "
+                     "end. Use a smaller offset.)")
+        return ToolOutcome("\n".join(parts), meta=meta)
+    budget = MAX_OUTPUT_CHARS
+    body: list[str] = []
+    binary = False
+    for number, line in enumerate(lines, start=offset):
+        binary = binary or "\x00" in line
+        if len(line) > MAX_LINE_CHARS:
+            line = (line[:MAX_LINE_CHARS]
+                    + f"... [{len(line) - MAX_LINE_CHARS} more characters on this line]")
+        entry = f"{number:>6}\t{line}"
+        if body and len(entry) + 1 > budget:
+            break
+        body.append(entry)
+        budget -= len(entry) + 1
+    parts.append("\n".join(body))
+    last = offset + len(body) - 1
+    next_offset = last + 1 if last < total else None
+    if binary:
+        parts.append("[This looks like a binary file; storage_download gets its exact bytes.]")
+    if next_offset is not None:
+        parts.append(f"[Lines {offset}-{last} of {total}. More below: continue with "
+                     f"storage_read(path={literal(shown_path)}, offset={next_offset}).]")
+        meta["next_offset"] = next_offset
+    elif offset > 1:
+        parts.append(f"[Lines {offset}-{last} of {total}: end of file.]")
+    return ToolOutcome("\n".join(parts), meta=meta)
+
+
+def format_search(result: dict[str, Any]) -> ToolOutcome:
+    output = str(result.get("output", ""))
+    stderr = escaped(str(result.get("stderr", "")).strip(), keep="\n")  # its lines name files
+    code = int(result.get("exit_code", 2))
+    meta = {"exit_code": code, "truncated": bool(result.get("truncated"))}
+    if code == 1 and not output:
+        text = "No matches."
+        if stderr:
+            text += f"\nrg: {stderr}"
+        return ToolOutcome(text, meta=meta)
+    text, cut = cut_text(output, MAX_OUTPUT_CHARS)
+    text = text.rstrip("\n")
+    if cut or result.get("truncated"):
+        text += ("\n[Output truncated: narrow the search (paths, -g GLOB, -w, -m N) or use -l "
+                 "to list matching files first.]")
+    if code not in (0, 1):
+        if not output:
+            return ToolOutcome(f"Search failed (rg exit {code}): {stderr or 'no details'}",
+                               True, meta)
+        text += f"\n[rg reported problems (exit {code}): {stderr or 'no details'}]"
+    elif stderr:
+        text += f"\n[rg: {stderr}]"
+    return ToolOutcome(text, meta=meta)
+
+
+def conflict_outcome(error: ConflictError, path: str | None, verb: str) -> ToolOutcome:
+    """The conflict as a model should read it: what happened, who did it, what next."""
+    details = error.details
+    named = details.get("path") or path
+    name = literal(named) if named else "the file"
+    writer = details.get("last_writer")
+    at = details.get("last_written_at")
+    by = f" by {literal(writer)} at {when(at)}" if writer else ""
+    refetch = "storage_download it again" if verb == "upload" else "read it again (storage_read)"
+    redo = ("redo your local work on the new version, then upload again"
+            if verb == "upload" else "redo your change on the current content, then retry")
+    if details.get("seen_absent"):
+        what = f"{name} was created{by} after you found it absent"
+        next_step = f"First {refetch} so that you see its content, then {redo}."
+    elif details.get("current_digest") is None and details.get("seen_digest") is not None:
+        what = f"{name} was deleted{by} after you last read it"
+        next_step = ("If you still want it, write it again with force=true; otherwise leave "
+                     "it deleted.")
+    elif details.get("seen_digest") is None:
+        written = f" (last written{by})" if by else ""
+        what = f"{name} already exists{written} and you have not read it yet"
+        next_step = f"First {refetch} so that you see its current content, then {redo}."
+    else:
+        what = f"{name} was changed{by}, after you last read it"
+        next_step = f"To keep both changes: {refetch}, {redo}."
+    text = (f"CONFLICT: your {verb} was NOT applied: {what}. {next_step} "
+            "Use force=true only if you deliberately want to overwrite the other agent's "
+            "changes.")
+    return ToolOutcome(text, True, {"conflict": dict(details)})
