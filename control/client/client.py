@@ -1,7 +1,7 @@
 """A small synchronous client for the control socket.
 
 Deliberately free of pydantic, trio and the server stack so that ``memfs cat`` starts
-fast; the dicts it sends are the JSON form of the models in control/protocol/wire.py (a
+fast; the dicts it sends are the JSON form of the ops' request models (control/ops/; a
 test checks that they validate). Thread-safe: one request at a time per connection.
 """
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from control.client.client import _BY_CODE, Client, InternalError, PermissionDeniedError
 from control.ops.dispatcher import Dispatcher, describe
-from control.protocol.by_op import AGENT_OPS, RESERVED_FIELDS, build_request
+from control.ops.registry import RESERVED_FIELDS, agent_ops, build_request
 
 log = logging.getLogger("memfs.control")
 
@@ -43,7 +43,7 @@ class InProcessClient(Client):
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
         """Carry out one request for this client's agent (never as a delegate) and
         return its result; raises the MemfsClientError subclass of its error code."""
-        if op not in AGENT_OPS or RESERVED_FIELDS & fields.keys():
+        if op not in agent_ops() or RESERVED_FIELDS & fields.keys():
             raise PermissionDeniedError(f"{op} is not available to an agent here")
         try:
             request = build_request(op, fields)

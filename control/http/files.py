@@ -1,5 +1,5 @@
 """REST ``/v1``: stores, files, search. Each endpoint builds the very request model
-the socket decodes (control/protocol/by_op.py) and hands it to ``Dispatcher.execute`` in a
+the socket decodes (control/ops/registry.py) and hands it to ``Dispatcher.execute`` in a
 worker thread, for the agent of the bearer token (control/http/auth.py); no second
 dispatch. Errors are problem details (control/http/problems.py).
 
@@ -44,7 +44,7 @@ from control.http.problems import (
     read_body,
 )
 from control.ops.dispatcher import Dispatcher
-from control.protocol.by_op import build_request
+from control.ops.registry import build_request
 from control.socket.server import max_line_bytes
 from memfs.store.errors import Conflict
 

@@ -37,8 +37,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from control import protocol as p
 from control.ops.dispatcher import Dispatcher, describe
+from control.protocol.base import BaseRequest
 from control.socket.server import ControlServer
 from memfs.fuse import stats as fuse_stats
 
@@ -186,11 +186,11 @@ class MeasuredDispatcher(Dispatcher):
         metrics.watch_disk(self.engine.root)
         self.engine.commit_listeners.append(metrics.change_landed)
 
-    def execute(self, agent: str, request: p.Request, *, delegate: bool = False
-                ) -> dict[str, Any]:
+    def execute(self, agent: str, request: BaseRequest, *, delegate: bool = False,
+                uid: int | None = None) -> dict[str, Any]:
         start = time.perf_counter()
         try:
-            result = super().execute(agent, request, delegate=delegate)
+            result = super().execute(agent, request, delegate=delegate, uid=uid)
         except Exception as error:
             described = describe(error)
             outcome = "internal" if described is None else described[0]

@@ -1,11 +1,12 @@
-"""The REST endpoints that mirror protocol ops one to one, declared as a table: the
-history, sessions, the brief, tasks and decisions of ``/v1/stores/{store}/...``.
+"""The REST endpoints that mirror protocol ops one to one: those of the ops that declare
+a `Rest` endpoint in the registry (control/ops/registry.py), e.g. the history, sessions,
+the brief, tasks and decisions of ``/v1/stores/{store}/...``.
 
-Each `Operation` names its protocol op; its request is the op's pydantic model
-(control/protocol/by_op.py) built from the path parameters, then the query string (lax: text
-to int or bool) or the JSON body (strict, like the socket), and carried out by
-``Dispatcher.execute`` (control/http/files.py's `Api`). The same table generates the
-OpenAPI document (control/http/openapi.py): one set of models, two transports.
+Each `Operation` names its op; its request is the op's pydantic model built from the
+path parameters, then the query string (lax: text to int or bool) or the JSON body
+(strict, like the socket), and carried out by ``Dispatcher.execute``
+(control/http/files.py's `Api`). The same list generates the OpenAPI document
+(control/http/openapi.py): one set of models, two transports.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from starlette.routing import Route
 from control import protocol as p
 from control.http.files import Api, preconditions, versioned
 from control.http.problems import guarded, json_object, query
-from control.protocol.by_op import REQUEST_MODELS, RESERVED_FIELDS
-
-Adjust = Callable[[dict[str, Any]], dict[str, Any]]
+from control.ops import registry
+from control.ops.registry import RESERVED_FIELDS, Adjust
 
 
 @dataclass(frozen=True)
@@ -51,49 +51,17 @@ class Operation:
         if self.adjust is not None:
             hidden |= {"path"}
         inverse = {v: k for k, v in self.renames.items()}
-        names = [inverse.get(name, name) for name in REQUEST_MODELS[self.op].model_fields
+        names = [inverse.get(name, name) for name in registry.op(self.op).request.model_fields
                  if name not in hidden]
         return names + ([k for k in self.renames if k not in names])
 
 
-def _store_path(fields: dict[str, Any]) -> dict[str, Any]:
-    """``store`` and an optional ``path`` within it -> the protocol's STORE[/PATH]."""
-    store = fields.pop("store")
-    rel = fields.pop("file", None)
-    fields["path"] = store if rel in (None, "") else f"{store}/{str(rel).lstrip('/')}"
-    return fields
-
-
-S = "/v1/stores/{store}"
-OPERATIONS: list[Operation] = [
-    Operation("GET", "/v1/whoami", "whoami", "Who the token's agent is, and its stores"),
-    Operation("GET", f"{S}/history", "log", "Changes of the store, a folder or a file, "
-              "newest first", renames={"n": "limit", "path": "file"}, adjust=_store_path),
-    Operation("GET", f"{S}/diff", "diff", "A unified diff of a file: since you last read "
-              "it, from REV, or REV..REV", renames={"path": "file"}, adjust=_store_path),
-    Operation("POST", f"{S}/restore", "restore", "Write a file back as it was at REV "
-              "(version-checked; If-Match honoured)", renames={"path": "file"},
-              adjust=_store_path, if_match=True),
-    Operation("POST", f"{S}/sessions", "session_start", "Start a session", 201),
-    Operation("GET", f"{S}/sessions", "session_list", "Sessions, most recent first"),
-    Operation("GET", f"{S}/sessions/{{session}}", "session_show", "One session"),
-    Operation("POST", f"{S}/sessions/{{session}}/checkpoints", "session_checkpoint",
-              "Add a checkpoint to a session", 201),
-    Operation("POST", f"{S}/sessions/{{session}}/handoff", "session_handoff",
-              "Close a session with a handoff"),
-    Operation("GET", f"{S}/brief", "brief", "The start-of-session brief"),
-    Operation("GET", f"{S}/tasks", "task_list", "Tasks"),
-    Operation("POST", f"{S}/tasks", "task_add", "Add a task", 201),
-    Operation("GET", f"{S}/tasks/{{task}}", "task_show", "One task"),
-    Operation("POST", f"{S}/tasks/{{task}}/claim", "task_claim", "Claim a task (a lease)"),
-    Operation("POST", f"{S}/tasks/{{task}}/checkpoint", "task_checkpoint",
-              "Note progress on a task you hold (extends the lease)"),
-    Operation("POST", f"{S}/tasks/{{task}}/complete", "task_complete", "Complete a task"),
-    Operation("POST", f"{S}/tasks/{{task}}/release", "task_release", "Give a task up"),
-    Operation("GET", f"{S}/decisions", "decision_list", "Decision records"),
-    Operation("POST", f"{S}/decisions", "decision_record", "Record a decision", 201),
-    Operation("GET", f"{S}/decisions/{{decision}}", "decision_show", "One decision"),
-]
+def operations() -> list[Operation]:
+    """An endpoint per op that declares one (its `Rest`), in declaration order."""
+    return [Operation(declared.rest.method, declared.rest.path, name, declared.summary,
+                      declared.rest.status, dict(declared.rest.renames), declared.rest.adjust,
+                      declared.rest.if_match)
+            for name, declared in registry.ops().items() if declared.rest is not None]
 
 
 def _gather(operation: Operation, request: Request, given: dict[str, Any]) -> dict[str, Any]:
@@ -132,4 +100,4 @@ def routes(api: Api) -> list[Route]:
 
         return handle
 
-    return [Route(op.path, endpoint(op), methods=[op.method]) for op in OPERATIONS]
+    return [Route(op.path, endpoint(op), methods=[op.method]) for op in operations()]

@@ -1,8 +1,8 @@
 """``GET /v1/openapi.json``: the OpenAPI 3.1 document, generated.
 
-Parameters and bodies come from the protocol's pydantic models (their JSON schemas)
-through the operation table of control/http/op_routes.py; every request model is a
-component schema, and each operation names its protocol op (``x-memfs-op``). Only
+Parameters and bodies come from the ops' request models (their JSON schemas) and
+their declared endpoints (control/ops/registry.py, control/http/op_routes.py); every
+request model is a component schema, and each operation names its protocol op (``x-memfs-op``). Only
 the file endpoints' HTTP-level parts (raw bodies, ETag headers) are described here.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from control.http.op_routes import OPERATIONS, Operation
-from control.protocol.by_op import AGENT_OPS, REQUEST_MODELS
+from control.http.op_routes import Operation, operations
+from control.ops import registry
 
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
 _PROBLEM_SCHEMA = {
@@ -43,11 +43,11 @@ def _errors(*extra: tuple[str, str]) -> dict[str, Any]:
 
 
 def _model_name(op: str) -> str:
-    return REQUEST_MODELS[op].__name__
+    return registry.op(op).request.__name__
 
 
 def _property(op: str, field: str) -> dict[str, Any]:
-    schema = REQUEST_MODELS[op].model_json_schema()
+    schema = registry.op(op).request.model_json_schema()
     return dict(schema.get("properties", {}).get(field, {}))
 
 
@@ -60,7 +60,7 @@ def _openapi_path(path: str) -> str:
 
 
 def _operation(operation: Operation) -> dict[str, Any]:
-    model = REQUEST_MODELS[operation.op]
+    model = registry.op(operation.op).request
     required = set(model.model_json_schema().get("required", []))
     inputs = {}
     for name in operation.inputs():
@@ -192,15 +192,16 @@ def document() -> dict[str, Any]:
             "responses": {"200": {"description": "output, exit_code, truncated, stderr"},
                           **_errors()}}},
     }
-    for operation in OPERATIONS:
+    for operation in operations():
         paths.setdefault(_openapi_path(operation.path), {})[operation.method.lower()] = \
             _operation(operation)
     schemas: dict[str, Any] = {"Problem": _PROBLEM_SCHEMA}
-    for op in sorted(AGENT_OPS):
-        schema = REQUEST_MODELS[op].model_json_schema(
+    for op in sorted(registry.agent_ops()):
+        model = registry.op(op).request
+        schema = model.model_json_schema(
             ref_template="#/components/schemas/{model}")
         schemas.update(schema.pop("$defs", {}))
-        schemas[REQUEST_MODELS[op].__name__] = schema
+        schemas[model.__name__] = schema
     return {
         "openapi": "3.1.0",
         "info": {"title": "memfs", "version": "1",

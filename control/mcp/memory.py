@@ -117,6 +117,12 @@ class AgentTools(HistoryTools):
 
         return self._guard(body, verb="write")
 
+    def declared(self, op: str, fields: dict[str, Any],
+                 render: Callable[[dict[str, Any]], str], idempotent: bool) -> ToolOutcome:
+        """The tool of an op generated from its declaration (control/mcp/declared.py):
+        the op with ``fields``, its result rendered by ``render``."""
+        return self._memory(op, render, idempotent=idempotent, **fields)
+
     def _current(self, store: str | None) -> str | None:
         with self._session_lock:
             if self._session is not None and (store is None or self._session[0] in (None, store)):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field
 
 from control.client import ConnectionFailed
+from control.mcp.declared import add_declared_tools
 from control.mcp.history import HISTORY_DESCRIPTION, RESTORE_DESCRIPTION
 from control.mcp.identity import ClientNamed, IdentityRefused, whoami
 from control.mcp.memory import MEMORY_INSTRUCTIONS, AgentTools
@@ -187,6 +188,7 @@ def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
         server.add_tool(fn, title=title, description=description, annotations=annotations,
                         structured_output=False)
     add_memory_tools(server, tools, run)
+    add_declared_tools(server, tools, run)
     return server
 
 

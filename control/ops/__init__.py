@@ -1,15 +1,28 @@
-"""Carrying out requests: the `Dispatcher` runs each protocol request against the engine
-and the memory model for one agent and turns the outcome into a reply; its op handlers
-are grouped in `control.ops.memory`, `control.ops.history` and `control.ops.tokens`."""
+"""Every operation, declared once, and carrying them out. `control.ops.registry` is the
+one list: each op's request model, handler, access, summary and optional REST endpoint
+and MCP tool, declared in `control.ops.storage`, `history`, `memory` and `tokens`; the
+socket's codec, the in-process requests, the REST routes, the OpenAPI document and the
+generated MCP tools derive from it. The `Dispatcher` carries out a request with the
+collaborators it is given (engine, jail, memory model) and is the edge where their
+exceptions become protocol error codes."""
 
-from control.ops.dispatcher import (
-    CODES,
-    Dispatcher,
-    describe,
-)
+from __future__ import annotations
 
-__all__ = [
-    "CODES",
-    "Dispatcher",
-    "describe",
-]
+import importlib
+from typing import Any
+
+# each public name and the module defining it, imported on first use: the dispatcher
+# pulls in the engine, the jail and the memory model, which a process that only reads
+# the declarations (`memfs mcp`) should not pay for
+_WHERE = {
+    **dict.fromkeys(("CODES", "Dispatcher", "describe"), "control.ops.dispatcher"),
+    **dict.fromkeys(("Call", "Op", "Rest", "Tool", "agent_ops", "build_request",
+                     "decode_request", "op", "operation", "ops"), "control.ops.registry"),
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

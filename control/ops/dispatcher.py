@@ -1,43 +1,39 @@
 """Carry out one decoded request for a kernel-identified uid; no socket I/O here.
 
-``handle`` is the edge where engine and jail exceptions become protocol error codes.
+The `Dispatcher` finds the op's handler in the registry (control/ops/registry.py) and
+calls it with the collaborators it was given. ``handle`` is the edge where engine and
+jail exceptions become protocol error codes.
 It is synchronous (the server runs it in a worker thread) and never raises: every
 failure becomes an error reply, an unexpected one ``internal``.
 """
 
 from __future__ import annotations
 
-import base64
+import functools
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from control import protocol as p
-from control.ops.history import HistoryRequests
-from control.ops.memory import MemoryRequests
-from control.ops.tokens import TokenRequests
-from control.protocol import memory as pm
-from control.protocol.memory import MEMORY_OPS
-from control.protocol.tokens import TOKEN_REQUESTS
+from control.ops import registry
+from control.ops.registry import Call, Parts
+from control.protocol.base import BaseRequest
 from control.ratelimit import RateLimitedLog
 from jail import Jail
-from jail.errors import StoreNotReadable
 from memfs.memory.errors import AlreadyExists, LeaseHeld, LeaseLost
 from memfs.memory.model import Memory
-from memfs.store.engine import Engine, Pinned
+from memfs.store.engine import Engine
 from memfs.store.errors import (
     ABSENT,
     AgentRequired,
     Conflict,
     InvalidInput,
-    MemfsError,
     NoSpace,
     NotFound,
     PermissionDenied,
     TooLarge,
 )
 from memfs.store.history import delegated
-from memfs.store.paths import MemPath, parse_path
+from memfs.tokens import Tokens
 
 log = logging.getLogger("memfs.control")
 
@@ -101,50 +97,69 @@ def _details(error: BaseException) -> dict[str, Any]:
     return {}
 
 
-class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
+class Dispatcher:
+    """Carries out requests with the collaborators it is given: the engine, the jail
+    (None: no search or sed edit) and the memory model; each op's handler comes from
+    the registry (control/ops/registry.py)."""
+
     def __init__(self, engine: Engine, tools: Jail | None = None,
                  memory: Memory | None = None) -> None:
         self.engine = engine
         self.tools = tools
         self.memory = memory or Memory(engine)
+        self.parts = Parts(engine, self.memory, tools, self._tokens)
         self._disk_full = RateLimitedLog()
-        self._ops: dict[str, Callable[[str, Any], dict[str, Any]]] = {
-            "list": self._list, "read": self._read, "stat": self._stat, "write": self._write,
-            "delete": self._delete, "search": self._search, "whoami": self._whoami,
-            "log": self._log, "show": self._show, "diff": self._diff, "restore": self._restore,
-        }
-        for op in MEMORY_OPS:
-            if op != "task_release":
-                self._ops[op] = getattr(self, f"_{op}")
 
-    def execute(self, agent: str, request: p.Request, *, delegate: bool = False
-                ) -> dict[str, Any]:
+    @functools.cached_property
+    def tokens(self) -> Tokens:
+        """The root's token file (shared by every daemon on the root)."""
+        return Tokens(self.engine.root / "state")
+
+    def _tokens(self) -> Tokens:
+        return self.tokens
+
+    def execute(self, agent: str, request: BaseRequest, *, delegate: bool = False,
+                uid: int | None = None) -> dict[str, Any]:
         """Carry out ``request`` for ``agent`` (already identified by the transport;
-        ``delegate``: the caller is a delegate uid); returns the result, raises the
-        engine's, the memory model's and the jail's exceptions (see `describe`); a
-        refusal for a full disk is also logged (a warning, at most every 10 s)."""
+        ``delegate``: the caller is a delegate uid; ``uid``: the caller's, where the
+        transport knows it); returns the result, raises the engine's, the memory
+        model's and the jail's exceptions (see `describe`); a refusal for a full disk
+        is also logged (a warning, at most every 10 s)."""
+        declared = registry.op(request.op)
         try:
-            self.engine.use_agent(agent)
-            if isinstance(request, pm.TaskReleaseRequest):
-                return self._release(agent, request, delegate)
-            return self._ops[request.op](agent, request)
+            if declared.access == "operator":
+                self._check_operator(uid)
+            else:
+                self.engine.use_agent(agent)
+            return declared.handler(Call(agent, uid, delegate, self.parts), request)
         except NoSpace as error:
             self._disk_full.log("refused %s by %s: %s", request.op, agent, error)
             raise
 
-    def handle(self, uid: int, request: p.Request) -> bytes:
+    def _check_operator(self, uid: int | None) -> None:
+        """Operator ops: a delegate uid's, in personal mode the owner's; raises
+        PermissionDenied for anyone else (or a transport that cannot tell)."""
+        config = self.engine.config
+        personal = config.personal
+        if uid is None or not (uid == personal.owner if personal else config.is_delegate(uid)):
+            raise PermissionDenied(
+                f"uid {uid} is not a delegate: only delegate uids manage HTTP tokens and list "
+                "agents" + (" (in personal mode: the owner)" if personal else ""))
+
+    def handle(self, uid: int, request: BaseRequest) -> bytes:
         """The encoded reply to ``request`` from ``uid``; never raises."""
         try:
-            if isinstance(request, TOKEN_REQUESTS):  # delegates only, for no agent in particular
-                return p.encode_ok(request.id, self.execute_token_op(uid, request))
             config = self.engine.config
+            if registry.op(request.op).access == "operator":  # for no agent in particular
+                return p.encode_ok(request.id, self.execute("", request, uid=uid))
             agent = self.engine.agent_for(uid, request.as_agent)
             # A delegate acting for another agent: each change it makes says so. (In
             # personal mode, naming the agent is who one is, not delegation.)
             via = uid if config.personal is None and request.as_agent is not None and \
                 config.agent_for_uid(uid) != agent else None
             with delegated(via):
-                result = self.execute(agent, request, delegate=config.is_delegate(uid))
+                result = self.execute(agent, request, delegate=config.is_delegate(uid),
+                                      uid=uid)
             return p.encode_ok(request.id, result)
         except Exception as error:
             described = describe(error)
@@ -152,103 +167,3 @@ class Dispatcher(HistoryRequests, MemoryRequests, TokenRequests):
                 log.exception("internal error on %s", request.op)
                 return p.encode_error(request.id, "internal", f"internal error: {error!r}")
             return p.encode_error(request.id, *described)
-
-    def _path(self, raw: str) -> MemPath:
-        return parse_path(raw, mount=str(self.engine.config.mount))
-
-    def _store_or_path(self, raw: str) -> MemPath:
-        return parse_path(raw, allow_store_only=True, mount=str(self.engine.config.mount))
-
-    # -- operations ---------------------------------------------------------------
-
-    def _whoami(self, agent: str, _: p.WhoamiRequest) -> dict[str, Any]:
-        config = self.engine.config
-        return {"agent": agent,
-                "stores": {store: config.access(agent, store)
-                           for store in self.engine.readable_stores(agent)}}
-
-    def _list(self, agent: str, request: p.ListRequest) -> dict[str, Any]:
-        return {"paths": self.engine.list(agent, request.patterns)}
-
-    def _read(self, agent: str, request: p.ReadRequest) -> dict[str, Any]:
-        path = self._path(request.path)
-        if request.encoding == "base64":
-            if request.offset != 1 or request.limit is not None:
-                raise InvalidInput("offset and limit page through text; not with base64")
-            data, pinned = self.engine.read_bytes(agent, path)
-            result = _version_fields(path, pinned)
-            result["content_b64"] = base64.b64encode(data).decode("ascii")
-            return result
-        page, pinned = self.engine.read_page(agent, path, request.offset, request.limit)
-        result = _version_fields(path, pinned)
-        result.update(text=page.text, offset=page.offset, lines=page.lines,
-                      total_lines=page.total_lines, next_offset=page.next_offset)
-        return result
-
-    def _stat(self, agent: str, request: p.StatRequest) -> dict[str, Any]:
-        info = self.engine.info(agent, self._path(request.path))
-        return {
-            "path": str(info.path), "digest": info.digest, "size": info.size,
-            "seen": info.seen, "changed_since_last_read": info.seen not in (None, info.digest),
-            "last_writer": info.last_writer, "last_written_at": info.last_written_at,
-        }
-
-    def _write(self, agent: str, request: p.WriteRequest) -> dict[str, Any]:
-        path = self._path(request.path)
-        if request.sed is not None:
-            tools = self._require_tools()
-            scripts = request.sed
-            committed = self.engine.edit(
-                agent, path, lambda data: tools.sed(scripts, data, caller=agent),
-                force=request.force, expected=request.expect,
-            )
-        else:
-            committed = self.engine.write(
-                agent, path, request.data(), append=request.append, force=request.force,
-                expected=request.expect,
-            )
-        return {"path": str(committed.path), "digest": committed.digest,
-                "size": committed.size, "created": committed.created,
-                "previous_digest": committed.previous, "commit": committed.commit}
-
-    def _delete(self, agent: str, request: p.DeleteRequest) -> dict[str, Any]:
-        path = self._path(request.path)
-        committed = self.engine.delete(agent, path, force=request.force, expected=request.expect)
-        return {"path": str(path), "deleted": True, "commit": committed.commit}
-
-    def _search(self, agent: str, request: p.SearchRequest) -> dict[str, Any]:
-        tools = self._require_tools()
-        stores = {name: self.engine.store_dir(name) for name in self.engine.readable_stores(agent)}
-        try:
-            outcome = tools.search(stores, request.args, known=self.engine.config.stores,
-                                   hidden=self.engine.planted,
-                                   mount=str(self.engine.config.mount), caller=agent)
-        except StoreNotReadable as error:
-            # A search naming a store the agent cannot read is permission_denied (the
-            # jail, which sees only the readable stores, would call it invalid).
-            self.engine.check_access(agent, error.store)
-            raise
-        return {
-            "output": outcome.output.decode("utf-8", "replace"),
-            "exit_code": outcome.exit_code,
-            "truncated": outcome.truncated,
-            "stderr": outcome.stderr,
-        }
-
-    def _require_tools(self) -> Jail:
-        if self.tools is None:
-            raise MemfsError("search and sed edits are unavailable: the jail is not running")
-        return self.tools
-
-
-def _version_fields(path: MemPath, pinned: Pinned) -> dict[str, Any]:
-    version = pinned.version
-    return {
-        "path": str(path),
-        "digest": version.digest,
-        "size": version.size,
-        "changed_since_last_read": pinned.changed_since_seen,
-        "previous_digest": pinned.previous,
-        "last_writer": version.last_write.agent,
-        "last_written_at": version.last_write.at,
-    }

@@ -1,22 +1,77 @@
-"""The history operations of the protocol: log, show, diff, restore.
-
-A mixin of `control.ops.dispatcher.Dispatcher` (which provides ``engine``, ``_path`` and
-``_store_or_path``); like every op, each method takes the agent and the request
-model and returns the result dict, raising the engine's exceptions.
-"""
+"""The history ops: log, show, diff and restore, each declared with its request model
+and handler (control/ops/registry.py); log, diff and restore also with their REST
+endpoint. Like every handler, each takes the call and the request and returns the
+result dict, raising the engine's exceptions."""
 
 from __future__ import annotations
 
 import base64
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from control import protocol as p
-from memfs.store.engine import Engine
+from pydantic import Field
+
+from control.ops.registry import Call, Rest, operation
+from control.protocol.base import EXPECT_PATTERN, MAX_ARG_LEN, Arg, BaseRequest, Rev
 from memfs.store.errors import InvalidInput
-from memfs.store.history import Entry, parse_time
 from memfs.store.pages import page_of_bytes
-from memfs.store.paths import MemPath
+
+if TYPE_CHECKING:  # pygit2 is imported by the history only when an op runs
+    from memfs.store.history import Entry
+
+STORE = "/v1/stores/{store}"
+
+
+def store_path(fields: dict[str, Any]) -> dict[str, Any]:
+    """REST's ``store`` and optional ``file`` within it -> the protocol's STORE[/PATH]."""
+    store = fields.pop("store")
+    rel = fields.pop("file", None)
+    fields["path"] = store if rel in (None, "") else f"{store}/{str(rel).lstrip('/')}"
+    return fields
+
+
+class LogRequest(BaseRequest):
+    op: Literal["log"]
+    # STORE or STORE/PATH (a file or folder); None: every readable store with history
+    path: str | None = Field(default=None, max_length=MAX_ARG_LEN)
+    limit: int = Field(default=20, ge=1, le=10_000)
+    since: Rev | None = None  # a time: only changes at or after it
+    until: Rev | None = None  # a time: only changes at or before it
+    # start at this revision instead of the newest (inclusive; needs a store or path):
+    # paging, with the revision of the entry after the last one shown
+    rev: Rev | None = None
+    author: str | None = Field(default=None, max_length=64)
+    patch: bool = False  # each entry with its diff
+
+
+class ShowRequest(BaseRequest):
+    """An old version of a file (also of one deleted since), paged like ``read``."""
+
+    op: Literal["show"]
+    path: Arg
+    rev: Rev
+    offset: int = Field(default=1, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    encoding: Literal["text", "base64"] = "text"
+
+
+class DiffRequest(BaseRequest):
+    """A unified diff of one file: ``rev`` None = from the version this agent last saw
+    to now; ``REV`` = from REV to now; ``REV..REV`` = between two revisions."""
+
+    op: Literal["diff"]
+    path: Arg
+    rev: str | None = Field(default=None, min_length=1, max_length=130)
+
+
+class RestoreRequest(BaseRequest):
+    """Write the content the file had at ``rev`` back: a version-checked replace."""
+
+    op: Literal["restore"]
+    path: Arg
+    rev: Rev
+    force: bool = False
+    expect: str | None = Field(default=None, pattern=EXPECT_PATTERN)
 
 
 def iso(at: float) -> str:
@@ -36,55 +91,62 @@ def entry_fields(store: str, entry: Entry) -> dict[str, Any]:
     return fields
 
 
-class HistoryRequests:
-    engine: Engine
+@operation(LogRequest, summary="Changes of the store, a folder or a file, newest first",
+           rest=Rest("GET", f"{STORE}/history", renames={"n": "limit", "path": "file"},
+                     adjust=store_path))
+def log(call: Call, request: LogRequest) -> dict[str, Any]:
+    from memfs.store.history import parse_time
 
-    def _path(self, raw: str) -> MemPath:
-        raise NotImplementedError
+    target = None if request.path is None else call.store_or_path(request.path)
+    since = None if request.since is None else parse_time(request.since)
+    until = None if request.until is None else parse_time(request.until)
+    entries = call.engine.log(call.agent, target, limit=request.limit, since=since,
+                              until=until, start=request.rev, author=request.author,
+                              patch=request.patch)
+    return {"entries": [entry_fields(store, entry) for store, entry in entries]}
 
-    def _store_or_path(self, raw: str) -> MemPath:
-        raise NotImplementedError
 
-    def _log(self, agent: str, request: p.LogRequest) -> dict[str, Any]:
-        target = None if request.path is None else self._store_or_path(request.path)
-        since = None if request.since is None else parse_time(request.since)
-        until = None if request.until is None else parse_time(request.until)
-        entries = self.engine.log(agent, target, limit=request.limit, since=since,
-                                  until=until, start=request.rev, author=request.author,
-                                  patch=request.patch)
-        return {"entries": [entry_fields(store, entry) for store, entry in entries]}
-
-    def _show(self, agent: str, request: p.ShowRequest) -> dict[str, Any]:
-        path = self._path(request.path)
-        commit, data = self.engine.version_at(agent, path, request.rev)
-        result: dict[str, Any] = {"path": str(path), "rev": commit, "short": commit[:7],
-                                  "size": len(data)}
-        if request.encoding == "base64":
-            if request.offset != 1 or request.limit is not None:
-                raise InvalidInput("offset and limit page through text; not with base64")
-            result["content_b64"] = base64.b64encode(data).decode("ascii")
-            return result
-        page = page_of_bytes(data, request.offset, request.limit)
-        result.update(text=page.text, offset=page.offset, lines=page.lines,
-                      total_lines=page.total_lines, next_offset=page.next_offset)
+@operation(ShowRequest, summary="A file as it was at REV")
+def show(call: Call, request: ShowRequest) -> dict[str, Any]:
+    path = call.path(request.path)
+    commit, data = call.engine.version_at(call.agent, path, request.rev)
+    result: dict[str, Any] = {"path": str(path), "rev": commit, "short": commit[:7],
+                              "size": len(data)}
+    if request.encoding == "base64":
+        if request.offset != 1 or request.limit is not None:
+            raise InvalidInput("offset and limit page through text; not with base64")
+        result["content_b64"] = base64.b64encode(data).decode("ascii")
         return result
+    page = page_of_bytes(data, request.offset, request.limit)
+    result.update(text=page.text, offset=page.offset, lines=page.lines,
+                  total_lines=page.total_lines, next_offset=page.next_offset)
+    return result
 
-    def _diff(self, agent: str, request: p.DiffRequest) -> dict[str, Any]:
-        path = self._path(request.path)
-        old = new = None
-        if request.rev is not None:
-            old, dots, rest = request.rev.partition("..")
-            if dots:
-                new = rest
-            if not old or (dots and not rest):
-                raise InvalidInput(f"bad range {request.rev!r}: use REV or REV..REV")
-        diff = self.engine.diff(agent, path, old, new)
-        return {"path": str(path), "old": diff.old, "new": diff.new, "diff": diff.text}
 
-    def _restore(self, agent: str, request: p.RestoreRequest) -> dict[str, Any]:
-        path = self._path(request.path)
-        committed = self.engine.restore(agent, path, request.rev, force=request.force,
-                                        expected=request.expect)
-        return {"path": str(committed.path), "digest": committed.digest,
-                "size": committed.size, "created": committed.created,
-                "previous_digest": committed.previous, "commit": committed.commit}
+@operation(DiffRequest, summary="A unified diff of a file: since you last read it, from "
+           "REV, or REV..REV",
+           rest=Rest("GET", f"{STORE}/diff", renames={"path": "file"}, adjust=store_path))
+def diff(call: Call, request: DiffRequest) -> dict[str, Any]:
+    path = call.path(request.path)
+    old = new = None
+    if request.rev is not None:
+        old, dots, rest = request.rev.partition("..")
+        if dots:
+            new = rest
+        if not old or (dots and not rest):
+            raise InvalidInput(f"bad range {request.rev!r}: use REV or REV..REV")
+    found = call.engine.diff(call.agent, path, old, new)
+    return {"path": str(path), "old": found.old, "new": found.new, "diff": found.text}
+
+
+@operation(RestoreRequest, summary="Write a file back as it was at REV (version-checked; "
+           "If-Match honoured)", access="write",
+           rest=Rest("POST", f"{STORE}/restore", renames={"path": "file"}, adjust=store_path,
+                     if_match=True))
+def restore(call: Call, request: RestoreRequest) -> dict[str, Any]:
+    path = call.path(request.path)
+    committed = call.engine.restore(call.agent, path, request.rev, force=request.force,
+                                    expected=request.expect)
+    return {"path": str(committed.path), "digest": committed.digest,
+            "size": committed.size, "created": committed.created,
+            "previous_digest": committed.previous, "commit": committed.commit}

@@ -1,86 +1,264 @@
-"""The memory operations of the protocol: sessions, the brief, tasks, decisions.
+"""The memory ops: sessions, the brief, tasks with leases, decisions; each declared with
+its request model, its handler and its REST endpoint (control/ops/registry.py), some with
+an MCP tool generated from the model (the others are written by hand in
+control/mcp/memory.py, which keeps the server's own session).
 
-A mixin of `control.ops.dispatcher.Dispatcher` (which provides ``memory`` and
-``engine``); each method takes the agent and the request model and returns the
+Every request may name the structured ``store``; without it the agent's only
+structured store is used. Each handler takes the call and the request and returns the
 result dict, raising the memory model's and the engine's exceptions.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from control.protocol import memory as pm
-from memfs.memory import brief
-from memfs.memory.model import Memory
-from memfs.memory.records import duration
-from memfs.store.engine import Engine
+from pydantic import Field
+
+from control.ops.history import STORE
+from control.ops.registry import Call, Rest, Tool, operation
+from control.protocol.base import BaseRequest
+from memfs.memory.records import duration, literal, quoted
 from memfs.store.errors import PermissionDenied
 
+TEXT = 65536  # longest note, goal, summary, title, body, decision or reason
+Text = Annotated[str, Field(max_length=TEXT)]
+Id = Annotated[str, Field(min_length=1, max_length=200)]
 
-class MemoryRequests:
-    engine: Engine
-    memory: Memory
 
-    def _session_start(self, agent: str, request: pm.SessionStartRequest) -> dict[str, Any]:
-        return self.memory.session_start(agent, request.store, request.goal)
+class MemoryRequest(BaseRequest):
+    store: str | None = Field(default=None, max_length=64,
+                              description="The structured store (omit when you have only one).")
 
-    def _session_checkpoint(self, agent: str, request: pm.SessionCheckpointRequest
-                            ) -> dict[str, Any]:
-        return self.memory.session_checkpoint(agent, request.store, request.session,
-                                              request.note)
 
-    def _session_handoff(self, agent: str, request: pm.SessionHandoffRequest
-                         ) -> dict[str, Any]:
-        return self.memory.session_handoff(agent, request.store, request.session,
-                                           request.summary, request.next)
+class SessionStartRequest(MemoryRequest):
+    op: Literal["session_start"]
+    goal: str = Field(default="", max_length=TEXT)
 
-    def _session_list(self, agent: str, request: pm.SessionListRequest) -> dict[str, Any]:
-        return {"sessions": self.memory.session_list(agent, request.store, owner=request.agent,
-                                                     state=request.state, limit=request.limit)}
 
-    def _session_show(self, agent: str, request: pm.SessionShowRequest) -> dict[str, Any]:
-        return self.memory.session_show(agent, request.store, request.session)
+class SessionCheckpointRequest(MemoryRequest):
+    op: Literal["session_checkpoint"]
+    session: Id
+    note: Text
 
-    def _brief(self, agent: str, request: pm.BriefRequest) -> dict[str, Any]:
-        return brief.build(self.memory, agent, request.store, max_bytes=request.max_bytes)
 
-    def _task_add(self, agent: str, request: pm.TaskAddRequest) -> dict[str, Any]:
-        return self.memory.task_add(agent, request.store, request.task, request.title,
-                                    request.body)
+class SessionHandoffRequest(MemoryRequest):
+    op: Literal["session_handoff"]
+    session: Id
+    summary: Text
+    next: Text
 
-    def _task_list(self, agent: str, request: pm.TaskListRequest) -> dict[str, Any]:
-        return {"tasks": self.memory.task_list(agent, request.store, request.status)}
 
-    def _task_show(self, agent: str, request: pm.TaskShowRequest) -> dict[str, Any]:
-        return self.memory.task_show(agent, request.store, request.task)
+class SessionListRequest(MemoryRequest):
+    op: Literal["session_list"]
+    agent: str | None = Field(default=None, max_length=64)  # only this agent's sessions
+    state: Literal["open", "closed"] | None = None
+    limit: int = Field(default=50, ge=1, le=10_000)
 
-    def _task_claim(self, agent: str, request: pm.TaskClaimRequest) -> dict[str, Any]:
-        return self.memory.task_claim(agent, request.store, request.task,
-                                      ttl=duration(request.ttl), session=request.session)
 
-    def _task_checkpoint(self, agent: str, request: pm.TaskCheckpointRequest
-                         ) -> dict[str, Any]:
-        return self.memory.task_checkpoint(agent, request.store, request.task, request.note)
+class SessionShowRequest(MemoryRequest):
+    op: Literal["session_show"]
+    session: Id
 
-    def _task_complete(self, agent: str, request: pm.TaskCompleteRequest) -> dict[str, Any]:
-        return self.memory.task_complete(agent, request.store, request.task, request.note)
 
-    def _release(self, agent: str, request: pm.TaskReleaseRequest, delegate: bool
-                 ) -> dict[str, Any]:
-        if request.force and not delegate and self.engine.config.personal is None:
-            raise PermissionDenied("only a delegate may release another agent's lease (force)")
-        return self.memory.task_release(agent, request.store, request.task,
-                                        force=request.force)
+class BriefRequest(MemoryRequest):
+    op: Literal["brief"]
+    max_bytes: int = Field(default=4096, ge=512, le=1 << 20)
 
-    def _decision_record(self, agent: str, request: pm.DecisionRecordRequest
-                         ) -> dict[str, Any]:
-        return self.memory.decision_record(
-            agent, request.store, title=request.title, decision=request.decision,
-            reason=request.reason, context=request.context, consequences=request.consequences,
-            supersedes=request.supersedes)
 
-    def _decision_list(self, agent: str, request: pm.DecisionListRequest) -> dict[str, Any]:
-        return {"decisions": self.memory.decision_list(agent, request.store, request.status)}
+class TaskAddRequest(MemoryRequest):
+    op: Literal["task_add"]
+    task: Id
+    title: str = Field(max_length=1000)
+    body: str = Field(default="", max_length=TEXT)
 
-    def _decision_show(self, agent: str, request: pm.DecisionShowRequest) -> dict[str, Any]:
-        return self.memory.decision_show(agent, request.store, request.decision)
+
+class TaskListRequest(MemoryRequest):
+    op: Literal["task_list"]
+    status: Literal["open", "claimed", "expired", "done"] | None = None
+
+
+class TaskShowRequest(MemoryRequest):
+    op: Literal["task_show"]
+    task: Id = Field(description="The task id, e.g. add-rate-limiting.")
+
+
+class TaskClaimRequest(MemoryRequest):
+    op: Literal["task_claim"]
+    task: Id
+    ttl: str = Field(default="60m", max_length=16)  # 45s, 30m, 2h, 1d
+    session: str | None = Field(default=None, max_length=200)
+
+
+class TaskCheckpointRequest(MemoryRequest):
+    op: Literal["task_checkpoint"]
+    task: Id
+    note: Text
+
+
+class TaskCompleteRequest(MemoryRequest):
+    op: Literal["task_complete"]
+    task: Id
+    note: str | None = Field(default=None, max_length=TEXT)
+
+
+class TaskReleaseRequest(MemoryRequest):
+    op: Literal["task_release"]
+    task: Id
+    force: bool = False  # delegates only: release another agent's lease
+
+
+class DecisionRecordRequest(MemoryRequest):
+    op: Literal["decision_record"]
+    title: str = Field(max_length=1000)
+    decision: Text
+    reason: Text
+    context: str | None = Field(default=None, max_length=TEXT)
+    consequences: str | None = Field(default=None, max_length=TEXT)
+    supersedes: str | None = Field(default=None, max_length=200)
+
+
+class DecisionListRequest(MemoryRequest):
+    op: Literal["decision_list"]
+    status: Literal["accepted", "superseded", "all"] = "accepted"
+
+
+class DecisionShowRequest(MemoryRequest):
+    op: Literal["decision_show"]
+    decision: Id
+
+
+TASK_SHOW_DESCRIPTION = """\
+Show one task in full: its state (open, claimed, expired or done), who holds its lease
+and for how many minutes more, its title and its whole body. Use it before you claim a
+task (to see whether someone holds it and what exactly it asks) and when task_list's one
+line per task is not enough; it changes nothing."""
+
+
+def _task_text(task: dict[str, Any]) -> str:
+    """A task for a model: its id and state, its title and body as quoted data."""
+    lease = task.get("lease") or {}
+    state = task["status"]
+    if state == "claimed":
+        state += f" by {literal(lease.get('agent'))}, {task['lease_seconds_left'] // 60} min left"
+    text = f"Task {literal(task['id'])} [{state}]:\n{quoted(task.get('title'))}"
+    if task.get("body"):
+        text += f"\n{quoted(task['body'])}"
+    return text
+
+
+# -- sessions --------------------------------------------------------------------------
+
+
+@operation(SessionStartRequest, summary="Start a session", access="write",
+           rest=Rest("POST", f"{STORE}/sessions", 201))
+def session_start(call: Call, request: SessionStartRequest) -> dict[str, Any]:
+    return call.memory.session_start(call.agent, request.store, request.goal)
+
+
+@operation(SessionCheckpointRequest, summary="Add a checkpoint to a session", access="write",
+           rest=Rest("POST", f"{STORE}/sessions/{{session}}/checkpoints", 201))
+def session_checkpoint(call: Call, request: SessionCheckpointRequest) -> dict[str, Any]:
+    return call.memory.session_checkpoint(call.agent, request.store, request.session,
+                                          request.note)
+
+
+@operation(SessionHandoffRequest, summary="Close a session with a handoff", access="write",
+           rest=Rest("POST", f"{STORE}/sessions/{{session}}/handoff"))
+def session_handoff(call: Call, request: SessionHandoffRequest) -> dict[str, Any]:
+    return call.memory.session_handoff(call.agent, request.store, request.session,
+                                       request.summary, request.next)
+
+
+@operation(SessionListRequest, summary="Sessions, most recent first",
+           rest=Rest("GET", f"{STORE}/sessions"))
+def session_list(call: Call, request: SessionListRequest) -> dict[str, Any]:
+    return {"sessions": call.memory.session_list(call.agent, request.store, owner=request.agent,
+                                                 state=request.state, limit=request.limit)}
+
+
+@operation(SessionShowRequest, summary="One session",
+           rest=Rest("GET", f"{STORE}/sessions/{{session}}"))
+def session_show(call: Call, request: SessionShowRequest) -> dict[str, Any]:
+    return call.memory.session_show(call.agent, request.store, request.session)
+
+
+@operation(BriefRequest, summary="The start-of-session brief",
+           rest=Rest("GET", f"{STORE}/brief"))
+def brief_of(call: Call, request: BriefRequest) -> dict[str, Any]:
+    from memfs.memory import brief  # the memory model and the engine: only when it runs
+
+    return brief.build(call.memory, call.agent, request.store, max_bytes=request.max_bytes)
+
+
+# -- tasks -----------------------------------------------------------------------------
+
+
+@operation(TaskAddRequest, summary="Add a task", access="write",
+           rest=Rest("POST", f"{STORE}/tasks", 201))
+def task_add(call: Call, request: TaskAddRequest) -> dict[str, Any]:
+    return call.memory.task_add(call.agent, request.store, request.task, request.title,
+                                request.body)
+
+
+@operation(TaskListRequest, summary="Tasks", rest=Rest("GET", f"{STORE}/tasks"))
+def task_list(call: Call, request: TaskListRequest) -> dict[str, Any]:
+    return {"tasks": call.memory.task_list(call.agent, request.store, request.status)}
+
+
+@operation(TaskShowRequest, summary="One task", rest=Rest("GET", f"{STORE}/tasks/{{task}}"),
+           tool=Tool("task_show", TASK_SHOW_DESCRIPTION, render=_task_text))
+def task_show(call: Call, request: TaskShowRequest) -> dict[str, Any]:
+    return call.memory.task_show(call.agent, request.store, request.task)
+
+
+@operation(TaskClaimRequest, summary="Claim a task (a lease)", access="write",
+           rest=Rest("POST", f"{STORE}/tasks/{{task}}/claim"))
+def task_claim(call: Call, request: TaskClaimRequest) -> dict[str, Any]:
+    return call.memory.task_claim(call.agent, request.store, request.task,
+                                  ttl=duration(request.ttl), session=request.session)
+
+
+@operation(TaskCheckpointRequest, access="write",
+           summary="Note progress on a task you hold (extends the lease)",
+           rest=Rest("POST", f"{STORE}/tasks/{{task}}/checkpoint"))
+def task_checkpoint(call: Call, request: TaskCheckpointRequest) -> dict[str, Any]:
+    return call.memory.task_checkpoint(call.agent, request.store, request.task, request.note)
+
+
+@operation(TaskCompleteRequest, summary="Complete a task", access="write",
+           rest=Rest("POST", f"{STORE}/tasks/{{task}}/complete"))
+def task_complete(call: Call, request: TaskCompleteRequest) -> dict[str, Any]:
+    return call.memory.task_complete(call.agent, request.store, request.task, request.note)
+
+
+@operation(TaskReleaseRequest, summary="Give a task up", access="write",
+           rest=Rest("POST", f"{STORE}/tasks/{{task}}/release"))
+def task_release(call: Call, request: TaskReleaseRequest) -> dict[str, Any]:
+    if request.force and not call.delegate and call.engine.config.personal is None:
+        raise PermissionDenied("only a delegate may release another agent's lease (force)")
+    return call.memory.task_release(call.agent, request.store, request.task,
+                                    force=request.force)
+
+
+# -- decisions -------------------------------------------------------------------------
+
+
+@operation(DecisionRecordRequest, summary="Record a decision", access="write",
+           rest=Rest("POST", f"{STORE}/decisions", 201))
+def decision_record(call: Call, request: DecisionRecordRequest) -> dict[str, Any]:
+    return call.memory.decision_record(
+        call.agent, request.store, title=request.title, decision=request.decision,
+        reason=request.reason, context=request.context, consequences=request.consequences,
+        supersedes=request.supersedes)
+
+
+@operation(DecisionListRequest, summary="Decision records",
+           rest=Rest("GET", f"{STORE}/decisions"))
+def decision_list(call: Call, request: DecisionListRequest) -> dict[str, Any]:
+    return {"decisions": call.memory.decision_list(call.agent, request.store, request.status)}
+
+
+@operation(DecisionShowRequest, summary="One decision",
+           rest=Rest("GET", f"{STORE}/decisions/{{decision}}"))
+def decision_show(call: Call, request: DecisionShowRequest) -> dict[str, Any]:
+    return call.memory.decision_show(call.agent, request.store, request.decision)

@@ -1,73 +1,98 @@
-"""The operations made for no agent in particular: token_create, token_list,
-token_revoke and agent_list.
+"""The operator ops, made for no agent in particular: the tokens (``memfs token
+create|list|revoke``) and the agents (``memfs agent list``), each declared with its
+request model and handler (control/ops/registry.py).
 
-A mixin of `control.ops.dispatcher.Dispatcher`. Unlike every other op these act for no
-agent: the caller must be a delegate uid (identified by the kernel), whatever
-``as_agent`` says, and deals only with the agents it may act for; in personal mode
-the owner deals with all of its agents (a token for a new name registers it).
+Only a delegate uid may make them (each for the agents it may act for), and in personal
+mode the owner: the dispatcher checks the caller's uid itself (SO_PEERCRED), whatever
+``as_agent`` says (access "operator"); over HTTP and MCP they are not offered.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
-from control.protocol import tokens as pt
+from pydantic import Field
+
+from control.ops.registry import Call, operation
+from control.protocol.base import BaseRequest
 from memfs.store.agents import AgentRegistry
-from memfs.store.engine import Engine
-from memfs.store.errors import NotFound, PermissionDenied
-from memfs.tokens import Tokens
+from memfs.store.errors import NotFound
 
 
-class TokenRequests:
-    engine: Engine
+class TokenCreateRequest(BaseRequest):
+    """A new bearer token for ``agent``; the reply carries it, once."""
 
-    @functools.cached_property
-    def tokens(self) -> Tokens:
-        """The root's token file (shared by every daemon on the root)."""
-        return Tokens(self.engine.root / "state")
+    op: Literal["token_create"]
+    agent: str = Field(min_length=1, max_length=64)
+    label: str = Field(default="", max_length=200)
+    expires_days: float | None = Field(default=None, gt=0, le=3650)
 
-    def execute_token_op(self, uid: int, request: pt.TOKEN_REQUESTS) -> dict[str, Any]:
-        """Carry out an operator request from ``uid``; raises PermissionDenied unless
-        it is a delegate (in personal mode: the owner) that may act for the agents
-        concerned, NotFound for an unknown agent or token id, InvalidInput."""
-        config = self.engine.config
-        personal = config.personal is not None
-        if not (uid == config.personal.owner if config.personal else config.is_delegate(uid)):
-            raise PermissionDenied(
-                f"uid {uid} is not a delegate: only delegate uids manage HTTP tokens and list "
-                "agents" + (" (in personal mode: the owner)" if personal else ""))
 
-        def ours(agent: str) -> bool:
-            return personal or config.may_act_for(uid, agent)
+class TokenListRequest(BaseRequest):
+    """Every token's id, agent, label, times and state; never the token."""
 
-        if isinstance(request, pt.AgentListRequest):
-            return {"agents": self._agents(ours)}
-        if isinstance(request, pt.TokenCreateRequest):
-            if personal:
-                self.engine.use_agent(request.agent)  # a token for a new name registers it
-            elif request.agent not in config.agents:
-                known = ", ".join(sorted(config.agents)) or "none"
-                raise NotFound(f"no agent named {request.agent!r} (configured: {known})")
-            else:
-                self.engine.check_delegation(uid, request.agent)
-            token, record = self.tokens.create(request.agent, request.label,
+    op: Literal["token_list"]
+
+
+class TokenRevokeRequest(BaseRequest):
+    op: Literal["token_revoke"]
+    token: str = Field(min_length=1, max_length=64)  # the id from token_list
+
+
+class AgentListRequest(BaseRequest):
+    """The agents: in personal mode those registered, with when each was first and
+    last seen; else the configured ones, with their uid and stores."""
+
+    op: Literal["agent_list"]
+
+
+def _ours(call: Call) -> Callable[[str], bool]:
+    """Whether the caller may deal with an agent (in personal mode: every one)."""
+    config = call.engine.config
+    return lambda agent: (config.personal is not None
+                          or config.may_act_for(call.uid or 0, agent))
+
+
+@operation(TokenCreateRequest, summary="A new bearer token for an agent (shown once)",
+           access="operator")
+def token_create(call: Call, request: TokenCreateRequest) -> dict[str, Any]:
+    engine, config = call.engine, call.engine.config
+    if config.personal is not None:
+        engine.use_agent(request.agent)  # a token for a new name registers it
+    elif request.agent not in config.agents:
+        known = ", ".join(sorted(config.agents)) or "none"
+        raise NotFound(f"no agent named {request.agent!r} (configured: {known})")
+    else:
+        engine.check_delegation(call.uid or 0, request.agent)
+    token, record = call.parts.tokens().create(request.agent, request.label,
                                                request.expires_days)
-            return {"token": token, **record.public()}
-        if isinstance(request, pt.TokenListRequest):
-            return {"tokens": [record.public() for record in self.tokens.list()
-                               if ours(record.agent)]}
-        found = {record.id: record for record in self.tokens.list()}.get(request.token)
-        if found is not None and not personal:
-            self.engine.check_delegation(uid, found.agent)
-        return self.tokens.revoke(request.token).public()
+    return {"token": token, **record.public()}
 
-    def _agents(self, ours: Callable[[str], bool]) -> list[dict[str, Any]]:
-        registry = self.engine.agents
-        if isinstance(registry, AgentRegistry):
-            return [{"agent": r.name, "first_seen": r.first_seen, "last_seen": r.last_seen}
-                    for r in registry.list()]
-        config = self.engine.config
-        return [{"agent": name, "uid": spec.uid, "stores": dict(spec.stores)}
-                for name, spec in sorted(config.agents.items()) if ours(name)]
+
+@operation(TokenListRequest, summary="The HTTP tokens (never the token itself)",
+           access="operator")
+def token_list(call: Call, _: TokenListRequest) -> dict[str, Any]:
+    ours = _ours(call)
+    return {"tokens": [record.public() for record in call.parts.tokens().list()
+                       if ours(record.agent)]}
+
+
+@operation(TokenRevokeRequest, summary="Revoke an HTTP token", access="operator")
+def token_revoke(call: Call, request: TokenRevokeRequest) -> dict[str, Any]:
+    tokens = call.parts.tokens()
+    found = {record.id: record for record in tokens.list()}.get(request.token)
+    if found is not None and call.engine.config.personal is None:
+        call.engine.check_delegation(call.uid or 0, found.agent)
+    return tokens.revoke(request.token).public()
+
+
+@operation(AgentListRequest, summary="The agents", access="operator")
+def agent_list(call: Call, _: AgentListRequest) -> dict[str, Any]:
+    registry = call.engine.agents
+    if isinstance(registry, AgentRegistry):
+        return {"agents": [{"agent": r.name, "first_seen": r.first_seen,
+                            "last_seen": r.last_seen} for r in registry.list()]}
+    config, ours = call.engine.config, _ours(call)
+    return {"agents": [{"agent": name, "uid": spec.uid, "stores": dict(spec.stores)}
+                       for name, spec in sorted(config.agents.items()) if ours(name)]}

@@ -1,68 +1,34 @@
-"""The wire protocol of the control socket, as pydantic models and a line codec: one
-JSON object per line, a request in, a reply out. Pure data, no I/O (as h11): the socket
-server, the HTTP API and MCP all decode into and dispatch these very models.
-`control.protocol.wire` holds the storage and history requests and the codec,
-`control.protocol.memory` and `control.protocol.tokens` the requests of the memory
-model and of bearer tokens, `control.protocol.by_op` builds a request from plain fields."""
+"""The wire format of the control socket: one JSON object per line, a request in, a
+reply out. Pure data and parsing, no I/O (as h11): `control.protocol.base` is what every
+request model shares (`BaseRequest`, field types and bounds), `control.protocol.wire`
+the line codec (a `Codec` decodes into the models of the ops it is given, the replies'
+encoders, `ProtocolError`). The ops themselves, each with its request model, are
+declared in control/ops/."""
 
 from control.protocol.wire import (
-    DIGEST_PATTERN,
     ERROR_CODES,
-    EXPECT_PATTERN,
-    MAX_ARG_LEN,
-    MAX_ARGS,
     MAX_INT_DIGITS,
     MAX_NESTING,
     MAX_NUMBER_CHARS,
-    OPS,
-    DeleteRequest,
-    DiffRequest,
+    Codec,
     EncodeError,
-    ListRequest,
-    LogRequest,
     ProtocolError,
-    ReadRequest,
-    Request,
-    RestoreRequest,
-    Rev,
-    SearchRequest,
-    ShowRequest,
-    StatRequest,
-    WhoamiRequest,
-    WriteRequest,
-    decode_request,
     encode_error,
     encode_ok,
     fallback_line,
+    op_of,
 )
 
 __all__ = [
-    "DIGEST_PATTERN",
     "ERROR_CODES",
-    "EXPECT_PATTERN",
-    "MAX_ARGS",
-    "MAX_ARG_LEN",
     "MAX_INT_DIGITS",
     "MAX_NESTING",
     "MAX_NUMBER_CHARS",
-    "OPS",
-    "DeleteRequest",
-    "DiffRequest",
+    "Codec",
     "EncodeError",
-    "ListRequest",
-    "LogRequest",
     "ProtocolError",
-    "ReadRequest",
-    "Request",
-    "RestoreRequest",
-    "Rev",
-    "SearchRequest",
-    "ShowRequest",
-    "StatRequest",
-    "WhoamiRequest",
-    "WriteRequest",
-    "decode_request",
     "encode_error",
     "encode_ok",
     "fallback_line",
+    "op_of",
 ]

@@ -41,6 +41,7 @@ import trio
 
 from control import protocol as p
 from control.ops.dispatcher import Dispatcher
+from control.ops.registry import decode_request
 from control.ratelimit import RateLimitedLog
 
 log = logging.getLogger("memfs.control")
@@ -318,7 +319,7 @@ class ControlServer:
         request_id: int | str | None = None
         try:
             try:
-                request = p.decode_request(line)
+                request = decode_request(line)
             except p.ProtocolError as error:
                 return p.encode_error(error.request_id, error.code, error.message)
             request_id = request.id

@@ -22,6 +22,7 @@ import pytest
 
 from control import protocol as p
 from control.ops.dispatcher import Dispatcher
+from control.ops.registry import decode_request
 from memfs.config import parse_config
 from memfs.daemon import start_jail
 from memfs.store.engine import Engine
@@ -85,7 +86,7 @@ def test_fuzz_decoder_and_dispatcher(dispatcher: Dispatcher) -> None:
         where = f"seed {SEED}, line {index}: {line[:300]!r}"
         uid = (UID_A, UID_C, UID_UNKNOWN, 0)[index % 4]
         try:
-            request = p.decode_request(line)
+            request = decode_request(line)
         except p.ProtocolError as error:
             assert error.code == "invalid", where
             reply = parse_reply(p.encode_error(error.request_id, error.code, error.message))

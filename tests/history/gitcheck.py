@@ -3,6 +3,7 @@ point is that plain git agrees."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Sequence
@@ -105,11 +106,15 @@ def assert_valid_git(root: Path, store: str) -> None:
 
 def loose_files(root: Path, store: str) -> list[Path]:
     """Every file in the fan-out directories (objects/ab/...): loose objects, and
-    whatever else a writer left there."""
+    whatever else a writer left there; a directory a running daemon's packing removes
+    meanwhile holds none."""
     objects = repo_path(root, store) / "objects"
-    return [path for directory in objects.iterdir()
-            if len(directory.name) == 2 and directory.is_dir()
-            for path in directory.iterdir()]
+    found = []
+    for directory in objects.iterdir():
+        if len(directory.name) == 2 and directory.is_dir():
+            with contextlib.suppress(FileNotFoundError):
+                found += list(directory.iterdir())
+    return found
 
 
 def pack_ids(root: Path, store: str) -> list[list[str]]:

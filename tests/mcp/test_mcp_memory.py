@@ -68,3 +68,23 @@ async def test_a_session_through_mcp(team_daemon: Daemon) -> None:
         shown = bob.call("session_show", store="team", session=sid)
         assert [e["kind"] for e in shown["entries"]] == ["checkpoint", "handoff"]
         assert shown["next"] == "finish the window"
+
+
+async def test_task_show_is_a_tool_generated_from_its_declaration(team_daemon: Daemon) -> None:
+    """task_show declares its tool with the op (control/ops/memory.py): the arguments
+    come from the request model, the text from the declaration's render."""
+    async with mcp_session(team_daemon.socket, uid=UID_B) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        shown = tools["task_show"]
+        assert set(shown.input_schema["properties"]) == {"task", "store"}
+        assert shown.input_schema["required"] == ["task"]
+        assert shown.annotations is not None and shown.annotations.read_only_hint
+        await call_ok(client, "task_create", {"id": "show-me", "title": "Look closer",
+                                              "body": "all\u2028the details"})
+        await call_ok(client, "task_claim", {"id": "show-me"})
+        text = await call_ok(client, "task_show", {"task": "show-me"})
+        assert text.startswith('Task "show-me" [claimed by "bob", ')
+        assert "> Look closer" in text and "the details" in text  # quoted data
+        assert "\u2028" not in text  # a line separator from memory is escaped
+        missing = await call_error(client, "task_show", {"task": "no-such-task"})
+        assert "no task" in missing

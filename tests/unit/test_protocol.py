@@ -8,6 +8,8 @@ import pytest
 
 from control import protocol as p
 from control.client import encode_request
+from control.ops import storage as s
+from control.ops.registry import decode_request
 
 
 @pytest.mark.parametrize(
@@ -33,53 +35,53 @@ from control.client import encode_request
 )
 def test_bad_requests_name_the_problem(line: bytes, fragment: str) -> None:
     with pytest.raises(p.ProtocolError) as caught:
-        p.decode_request(line)
+        decode_request(line)
     assert caught.value.code == "invalid"
     assert fragment in caught.value.message
 
 
 def test_error_keeps_request_id() -> None:
     with pytest.raises(p.ProtocolError) as caught:
-        p.decode_request(b'{"op": "read", "id": 42}')
+        decode_request(b'{"op": "read", "id": 42}')
     assert caught.value.request_id == 42
 
 
 def test_deeply_nested_json_is_an_error_not_a_crash() -> None:
     with pytest.raises(p.ProtocolError):
-        p.decode_request(b"[" * 100000 + b"]" * 100000)
+        decode_request(b"[" * 100000 + b"]" * 100000)
 
 
 @pytest.mark.parametrize(
     ("op", "fields", "model"),
     [
-        ("list", {"patterns": ["notes/**/*.md"]}, p.ListRequest),
-        ("read", {"path": "notes/a.md", "offset": 3, "limit": 2}, p.ReadRequest),
-        ("read", {"path": "notes/a.md", "encoding": "base64"}, p.ReadRequest),
-        ("write", {"path": "n/a", "content": "hé", "append": True, "force": False}, p.WriteRequest),
+        ("list", {"patterns": ["notes/**/*.md"]}, s.ListRequest),
+        ("read", {"path": "notes/a.md", "offset": 3, "limit": 2}, s.ReadRequest),
+        ("read", {"path": "notes/a.md", "encoding": "base64"}, s.ReadRequest),
+        ("write", {"path": "n/a", "content": "hé", "append": True, "force": False}, s.WriteRequest),
         ("write", {"path": "n/a", "content_b64": "AAE=", "append": False, "force": True},
-         p.WriteRequest),
-        ("write", {"path": "n/a", "sed": ["s/a/b/"], "force": False}, p.WriteRequest),
-        ("delete", {"path": "n/a", "force": True}, p.DeleteRequest),
-        ("stat", {"path": "n/a"}, p.StatRequest),
-        ("search", {"args": ["-i", "x"]}, p.SearchRequest),
-        ("whoami", {}, p.WhoamiRequest),
+         s.WriteRequest),
+        ("write", {"path": "n/a", "sed": ["s/a/b/"], "force": False}, s.WriteRequest),
+        ("delete", {"path": "n/a", "force": True}, s.DeleteRequest),
+        ("stat", {"path": "n/a"}, s.StatRequest),
+        ("search", {"args": ["-i", "x"]}, s.SearchRequest),
+        ("whoami", {}, s.WhoamiRequest),
     ],
 )
 def test_client_requests_validate_against_the_models(
     op: str, fields: dict[str, object], model: type
 ) -> None:
-    request = p.decode_request(encode_request(op, 7, "bob", **fields))
+    request = decode_request(encode_request(op, 7, "bob", **fields))
     assert isinstance(request, model)
     assert request.id == 7
     assert request.as_agent == "bob"
 
 
 def test_base64_content_round_trips_and_bad_base64_is_invalid() -> None:
-    request = p.decode_request(encode_request("write", 1, None, path="n/a", content_b64="AP8="))
-    assert isinstance(request, p.WriteRequest)
+    request = decode_request(encode_request("write", 1, None, path="n/a", content_b64="AP8="))
+    assert isinstance(request, s.WriteRequest)
     assert request.data() == b"\x00\xff"
-    bad = p.decode_request(encode_request("write", 1, None, path="n/a", content_b64="!!"))
-    assert isinstance(bad, p.WriteRequest)
+    bad = decode_request(encode_request("write", 1, None, path="n/a", content_b64="!!"))
+    assert isinstance(bad, s.WriteRequest)
     with pytest.raises(p.ProtocolError):
         bad.data()
 
@@ -113,7 +115,7 @@ def test_replies_are_single_json_lines() -> None:
 )
 def test_absurd_numbers_are_invalid_not_a_crash(line: bytes) -> None:
     with pytest.raises(p.ProtocolError) as caught:
-        p.decode_request(line)
+        decode_request(line)
     assert caught.value.code == "invalid"
     assert caught.value.request_id is None
 
@@ -133,7 +135,7 @@ def test_absurd_numbers_are_invalid_not_a_crash(line: bytes) -> None:
 )
 def test_lone_surrogates_are_invalid_at_decode(line: bytes) -> None:
     with pytest.raises(p.ProtocolError) as caught:
-        p.decode_request(line)
+        decode_request(line)
     assert caught.value.code == "invalid"
     assert "surrogate" in caught.value.message
     reply = p.encode_error(caught.value.request_id, "invalid", caught.value.message)
@@ -141,25 +143,25 @@ def test_lone_surrogates_are_invalid_at_decode(line: bytes) -> None:
 
 
 def test_a_surrogate_pair_is_fine() -> None:
-    request = p.decode_request(rb'{"op": "write", "path": "notes/a", "content": "\ud83d\ude00"}')
-    assert isinstance(request, p.WriteRequest)
+    request = decode_request(rb'{"op": "write", "path": "notes/a", "content": "\ud83d\ude00"}')
+    assert isinstance(request, s.WriteRequest)
     assert request.data() == "\U0001f600".encode()
 
 
 def test_nesting_is_bounded() -> None:
     deep = b'{"op": "whoami", "x": ' + b"[" * 40 + b"]" * 40 + b"}"
     with pytest.raises(p.ProtocolError, match="nests deeper"):
-        p.decode_request(deep)
+        decode_request(deep)
     shallow = b'{"op": "list", "patterns": ' + b"[" * 3 + b"]" * 3 + b"}"
     with pytest.raises(p.ProtocolError, match="patterns"):
-        p.decode_request(shallow)  # within the bound: an ordinary validation error
+        decode_request(shallow)  # within the bound: an ordinary validation error
 
 
 @pytest.mark.parametrize("bad_id", [True, "x" * 257, 1.5, [1], {"a": 1}])
 def test_only_valid_ids_are_echoed(bad_id: object) -> None:
     line = json.dumps({"op": "whoami", "id": bad_id}).encode()
     with pytest.raises(p.ProtocolError) as caught:
-        p.decode_request(line)
+        decode_request(line)
     assert caught.value.request_id is None
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from control.ops.dispatcher import Dispatcher
-from control.protocol.by_op import build_request
+from control.ops.registry import build_request
 from memfs.config import Config
 from memfs.memory.records import parse_iso
 from memfs.store.engine import Engine

@@ -1,0 +1,204 @@
+"""The one list of operations: each op is declared once, where its handler is
+(control/ops/storage.py, history.py, memory.py, tokens.py), with
+
+* its request model (a `control.protocol.base.BaseRequest` whose ``op`` Literal names it),
+* its handler, ``handler(call, request) -> result dict``, raising the engine's, the
+  memory model's and the jail's exceptions,
+* who may call it (`Access`: an agent reading, an agent changing something, or an
+  operator: a delegate uid acting for no agent in particular),
+* a summary for people (REST, OpenAPI, CLI help),
+* optionally its REST endpoint (`Rest`: ops mirrored one to one under /v1; the
+  hand-shaped file and search endpoints are in control/http/files.py) and its MCP tool
+  (`Tool`: a description for models and how to render a result as text).
+
+Everything else derives from it: the socket's codec (`codec`), the dispatcher's table,
+`build_request` for the in-process transports, the mirrored REST routes, the OpenAPI
+document and the tools `memfs mcp` generates for ops without a hand-written tool.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import ValidationError
+
+from control.protocol.base import BaseRequest
+from control.protocol.wire import Codec, ProtocolError, op_of
+from memfs.store.errors import MemfsError
+from memfs.store.paths import MemPath, parse_path
+
+if TYPE_CHECKING:
+    from jail import Jail
+    from memfs.memory.model import Memory
+    from memfs.store.engine import Engine
+    from memfs.tokens import Tokens
+
+# "read": an agent looks (the engine checks it may read the store); "write": an agent
+# changes something (it checks read_write); "operator": a delegate uid (in personal mode
+# the owner) acting for no agent in particular, checked before the handler runs.
+Access = Literal["read", "write", "operator"]
+# The modules that declare ops, imported once by `ops`.
+DECLARATIONS = ("control.ops.storage", "control.ops.history", "control.ops.memory",
+                "control.ops.tokens")
+# fields a transport fills in itself, never taken from a caller
+RESERVED_FIELDS = frozenset({"op", "id", "as_agent"})
+
+Adjust = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Rest:
+    """An op's endpoint under /v1: its request is the op's model built from the path
+    parameters, then the query string (GET, lax: text to int or bool) or the JSON body
+    (POST, strict like the socket)."""
+
+    method: Literal["GET", "POST"]
+    path: str  # a Starlette path; its parameters are model fields (or see `adjust`)
+    status: int = 200
+    renames: Mapping[str, str] = field(default_factory=dict)  # REST name -> model field
+    adjust: Adjust | None = None  # turns the gathered fields into the model's
+    if_match: bool = False  # If-Match becomes ``expect`` (a version-checked write)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An op as an MCP tool, generated from its model: each field an argument (its
+    ``Field(description=...)`` tells the model what to give), the result rendered as
+    text by ``render`` (default: the result as JSON)."""
+
+    name: str
+    description: str
+    render: Callable[[dict[str, Any]], str] | None = None
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What handlers work with: the engine, the memory model, the jail (None when it is
+    not running) and the HTTP tokens."""
+
+    engine: Engine
+    memory: Memory
+    jail: Jail | None
+    tokens: Callable[[], Tokens]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request being carried out: for whom, by whom, with what."""
+
+    agent: str  # the agent it is for ("" for an operator op)
+    uid: int | None  # the caller's uid, when a transport knows it (the socket does)
+    delegate: bool  # the caller is a delegate uid (may force another agent's lease)
+    parts: Parts
+
+    @property
+    def engine(self) -> Engine:
+        return self.parts.engine
+
+    @property
+    def memory(self) -> Memory:
+        return self.parts.memory
+
+    def jail(self) -> Jail:
+        """The jail; raises MemfsError when it is not running."""
+        if self.parts.jail is None:
+            raise MemfsError("search and sed edits are unavailable: the jail is not running")
+        return self.parts.jail
+
+    def path(self, raw: str) -> MemPath:
+        """STORE/PATH (or MOUNT/STORE/PATH) of a file; raises InvalidInput."""
+        return parse_path(raw, mount=str(self.engine.config.mount))
+
+    def store_or_path(self, raw: str) -> MemPath:
+        """As `path`, and a bare STORE too."""
+        return parse_path(raw, allow_store_only=True, mount=str(self.engine.config.mount))
+
+
+Handler = Callable[[Call, Any], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    request: type[BaseRequest]
+    handler: Handler
+    access: Access
+    summary: str
+    rest: Rest | None = None
+    tool: Tool | None = None
+
+
+_DECLARED: dict[str, Op] = {}
+
+
+def operation(request: type[BaseRequest], *, summary: str, access: Access = "read",
+              rest: Rest | None = None, tool: Tool | None = None) -> Callable[[Handler], Handler]:
+    """Declare the op of ``request`` with the decorated function as its handler."""
+
+    def declare(handler: Handler) -> Handler:
+        name = op_of(request)
+        if name in _DECLARED:
+            raise ValueError(f"op {name!r} is declared twice")
+        _DECLARED[name] = Op(name, request, handler, access, summary, rest, tool)
+        return handler
+
+    return declare
+
+
+@cache
+def ops() -> Mapping[str, Op]:
+    """Every op, by name, in declaration order."""
+    for module in DECLARATIONS:
+        importlib.import_module(module)
+    return dict(_DECLARED)
+
+
+def op(name: str) -> Op:
+    """The op ``name``; raises ProtocolError (``invalid``) for an unknown one."""
+    found = ops().get(name)
+    if found is None:
+        raise ProtocolError("invalid", f"unknown op {name!r}")
+    return found
+
+
+@cache
+def codec() -> Codec:
+    """The socket's codec: decodes a line into the model of any declared op."""
+    return Codec([declared.request for declared in ops().values()])
+
+
+def decode_request(line: bytes) -> BaseRequest:
+    """`Codec.decode_request` over every declared op."""
+    return codec().decode_request(line)
+
+
+def agent_ops() -> frozenset[str]:
+    """The ops an agent may send through an in-process transport (operator ops: socket
+    only, where the kernel names the caller's uid)."""
+    return frozenset(name for name, declared in ops().items() if declared.access != "operator")
+
+
+def problems(error: ValidationError) -> str:
+    """The errors of a validation as one line: ``field: message; ...``."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in item['loc']) or 'request'}: "
+        f"{item['msg'].removeprefix('Value error, ')}"
+        for item in error.errors()
+    )
+
+
+def build_request(name: str, fields: Mapping[str, Any], *, lax: bool = False) -> BaseRequest:
+    """The request model of op ``name`` with ``fields`` (``op`` is set here): how the
+    in-process transports (HTTP, MCP over HTTP) make the very requests the socket
+    decodes. ``lax`` converts text such as query parameters ("3", "true") to the
+    field's type, as strict JSON on the socket would not. Raises ProtocolError
+    (``invalid``) naming the bad field."""
+    model = op(name).request
+    try:
+        return model.model_validate({**fields, "op": name}, strict=False if lax else None)
+    except ValidationError as error:
+        raise ProtocolError("invalid", f"bad {name} request: {problems(error)}") from None
