@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
+    from control.client.client import Committed, FileVersion
+
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NO_SPACE = \
     range(7)
 EXIT_BY_CODE = {
@@ -47,7 +49,7 @@ def _out(args: argparse.Namespace, result: Any, text: str | None) -> None:
         print(text)
 
 
-def _note_change(path: str, result: dict[str, Any]) -> None:
+def _note_change(path: str, result: FileVersion) -> None:
     if result.get("changed_since_last_read"):
         who = result.get("last_writer")
         by = f" (last written by {who})" if who else ""
@@ -92,7 +94,7 @@ def cmd_stat(client: Client, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _committed(args: argparse.Namespace, result: dict[str, Any], verb: str) -> int:
+def _committed(args: argparse.Namespace, result: Committed, verb: str) -> int:
     _out(args, result, f"{verb} {result['path']} ({result['size']} bytes, {result['digest'][:16]})")
     return EXIT_OK
 
@@ -128,8 +130,7 @@ def cmd_download(client: Client, args: argparse.Namespace) -> int:
     except LocalFileError as error:
         print(f"memfs: {error}", file=sys.stderr)
         return EXIT_ERROR
-    meta["dest"] = dest
-    _out(args, meta, f"downloaded {args.path} to {dest} ({len(data)} bytes)")
+    _out(args, {**meta, "dest": dest}, f"downloaded {args.path} to {dest} ({len(data)} bytes)")
     _note_change(args.path, meta)
     return EXIT_OK
 

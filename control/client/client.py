@@ -17,9 +17,51 @@ from control.client import jsonlite as jsonlite
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs startup time
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Protocol
 
     Records = list[dict[str, Any]]  # `list` is also a method name inside Client
+
+    class Transport(Protocol):
+        """How a `Client`'s requests are carried out: `exchange` returns an op's result
+        or raises the MemfsClientError of its error code."""
+
+        socket_path: str
+
+        def exchange(self, op: str, fields: dict[str, Any]) -> dict[str, Any]: ...
+
+        def peer_closed(self) -> bool: ...
+
+        def close(self) -> None: ...
+
+    from typing import NotRequired, TypedDict
+
+    class Committed(TypedDict):
+        """What an accepted write, edit or restore changed."""
+
+        path: str
+        digest: str  # of the new version
+        size: int
+        created: bool
+        previous_digest: str | None  # the version it replaced (None: created)
+        commit: str | None  # its history commit (None: the store keeps no history)
+
+    class FileVersion(TypedDict):
+        """A version of a file as a read or a stat returns it."""
+
+        path: str
+        digest: str
+        size: int
+        changed_since_last_read: bool
+        previous_digest: NotRequired[str | None]  # what the agent saw before (reads)
+        seen: NotRequired[str | None]  # what the agent last saw (stat)
+        last_writer: str | None
+        last_written_at: float | None
+        text: NotRequired[str]  # a read's lines (text reads)
+        offset: NotRequired[int]
+        lines: NotRequired[int]
+        total_lines: NotRequired[int]
+        next_offset: NotRequired[int | None]
+        content_b64: NotRequired[str]  # a read's bytes (base64 reads)
 
 DEFAULT_SOCKET = "/run/memfs/control.sock"
 ABSENT = "absent"  # an expectation meaning "this connection saw no file here"
@@ -119,12 +161,15 @@ def encode_request(op: str, request_id: int, as_agent: str | None, **fields: Any
     return jsonlite.dumps(request).encode() + b"\n"
 
 
-class Client:
+class SocketTransport:
+    """Requests over the daemon's Unix socket, one line each way; ``as_agent`` goes in
+    every request (a delegate acting for that agent; in personal mode the agent's
+    name). Raises ConnectionFailed when the daemon cannot be reached."""
+
     def __init__(self, socket_path: str | None = None, as_agent: str | None = None) -> None:
         self.socket_path = socket_path or default_socket()
         self.as_agent = as_agent
         self._ids = itertools.count(1)
-        self._lock = _thread.allocate_lock()
         self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             self._sock.connect(self.socket_path)
@@ -135,11 +180,6 @@ class Client:
                 " (is `memfs serve` running? set --socket or MEMFS_SOCKET)"
             ) from None
         self._pending = b""  # bytes received after the last reply line
-        # path -> what this connection last saw there: the digest it read or wrote, or
-        # ABSENT (a read found no file, or it deleted the file). Sent as ``expect``
-        # with replaces, edits and deletes: another process of the same agent shares
-        # the daemon's per-agent record, and this keeps their writes apart.
-        self._versions: dict[str, str] = {}
 
     def close(self) -> None:
         self._sock.close()
@@ -182,26 +222,19 @@ class Client:
         line, newline, self._pending = data.partition(b"\n")
         return line if newline else b""
 
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def call(self, op: str, **fields: Any) -> dict[str, Any]:
+    def exchange(self, op: str, fields: dict[str, Any]) -> dict[str, Any]:
         """Send one request and return its result; raises the MemfsClientError
-        subclass matching the reply's error code."""
+        subclass matching the reply's error code. The caller holds the client's lock."""
         line = encode_request(op, next(self._ids), self.as_agent, **fields)
-        with self._lock:
-            try:
-                self._sock.sendall(line)
-                reply_line = self._readline()
-            except OSError as error:
-                # A daemon over its connection limit sends one error line and closes:
-                # report that line rather than the broken pipe it causes.
-                reply_line = self._last_words()
-                if not reply_line:
-                    raise ConnectionFailed(f"connection to the daemon failed: {error}") from None
+        try:
+            self._sock.sendall(line)
+            reply_line = self._readline()
+        except OSError as error:
+            # A daemon over its connection limit sends one error line and closes:
+            # report that line rather than the broken pipe it causes.
+            reply_line = self._last_words()
+            if not reply_line:
+                raise ConnectionFailed(f"connection to the daemon failed: {error}") from None
         if not reply_line:
             raise ConnectionFailed("the daemon closed the connection")
         reply = jsonlite.loads(reply_line.decode())
@@ -209,8 +242,56 @@ class Client:
             result: dict[str, Any] = reply["result"]
             return result
         failure = reply.get("error") or {}
-        cls = _BY_CODE.get(str(failure.get("code")), InternalError)
-        raise cls(failure.get("message", "unknown error"), failure.get("details"))
+        raise error_for(str(failure.get("code")), failure.get("message", "unknown error"),
+                        failure.get("details"))
+
+
+def error_for(code: str, message: str, details: dict[str, Any] | None = None
+              ) -> MemfsClientError:
+    """The client's exception for a protocol error code (InternalError for one it does
+    not know)."""
+    return _BY_CODE.get(code, InternalError)(message, details)
+
+
+class Client:
+    """The ops as methods, over one transport: the daemon's socket (the default,
+    `SocketTransport`) or a dispatcher in this very process
+    (control/client/inproc.py). It keeps what this connection last saw of each path
+    and sends it as ``expect`` with replaces, edits and deletes: another process of
+    the same agent shares the daemon's per-agent record, and this keeps their writes
+    apart."""
+
+    def __init__(self, socket_path: str | None = None, as_agent: str | None = None, *,
+                 transport: Transport | None = None) -> None:
+        self.transport = transport or SocketTransport(socket_path, as_agent)
+        self._lock = _thread.allocate_lock()
+        # path -> what this connection last saw there: the digest it read or wrote, or
+        # ABSENT (a read found no file, or it deleted the file)
+        self._versions: dict[str, str] = {}
+
+    @property
+    def socket_path(self) -> str:
+        """Where requests go (a socket path, or what the transport calls itself)."""
+        return self.transport.socket_path
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def peer_closed(self) -> bool:
+        """True if the other end closed this connection (e.g. the daemon restarted)."""
+        return self.transport.peer_closed()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call(self, op: str, **fields: Any) -> dict[str, Any]:
+        """Carry out one request and return its result; raises the MemfsClientError
+        subclass matching its error code."""
+        with self._lock:
+            return self.transport.exchange(op, fields)
 
     # -- operations ----------------------------------------------------------------
 
@@ -224,14 +305,14 @@ class Client:
     def _key(self, path: str) -> str:
         return path.removeprefix("/memory/")
 
-    def _versioned(self, op: str, path: str, force: bool, **fields: Any) -> dict[str, Any]:
+    def _versioned(self, op: str, path: str, force: bool, **fields: Any) -> Any:
         """A replace, edit or delete carrying this connection's version of ``path``."""
         expect = None if force else self._versions.get(self._key(path))
         result = self.call(op, path=path, force=force, expect=expect, **fields)
         self._versions[self._key(path)] = ABSENT if op == "delete" else result["digest"]
         return result
 
-    def _observe(self, op: str, path: str, **fields: Any) -> dict[str, Any]:
+    def _observe(self, op: str, path: str, **fields: Any) -> Any:
         """A read or stat; what it saw (a digest, or that no file is there) becomes
         this connection's version of ``path``."""
         try:
@@ -243,42 +324,48 @@ class Client:
             self._versions[self._key(path)] = result["digest"]
         return result
 
-    def read(self, path: str, offset: int = 1, limit: int | None = None) -> dict[str, Any]:
+    def read(self, path: str, offset: int = 1, limit: int | None = None) -> FileVersion:
         """Read text lines [offset, offset+limit); the result carries ``text``,
         ``next_offset`` and ``changed_since_last_read``."""
-        return self._observe("read", path, offset=offset, limit=limit)
+        version: FileVersion = self._observe("read", path, offset=offset, limit=limit)
+        return version
 
-    def read_bytes(self, path: str) -> tuple[bytes, dict[str, Any]]:
+    def read_bytes(self, path: str) -> tuple[bytes, FileVersion]:
         """The exact bytes of the file and the reply's metadata."""
-        result = self._observe("read", path, encoding="base64")
+        result: FileVersion = self._observe("read", path, encoding="base64")
         return binascii.a2b_base64(result.pop("content_b64")), result
 
-    def stat(self, path: str) -> dict[str, Any]:
+    def stat(self, path: str) -> FileVersion:
         """Digest, size, last writer; records nothing, except that no file is there."""
-        return self._observe("stat", path)
+        version: FileVersion = self._observe("stat", path)
+        return version
 
     def write(self, path: str, content: bytes | str, *, append: bool = False,
-              force: bool = False) -> dict[str, Any]:
+              force: bool = False) -> Committed:
         data: dict[str, Any] = (
             {"content": content} if isinstance(content, str)
             else {"content_b64": binascii.b2a_base64(content, newline=False).decode("ascii")}
         )
         if append:  # needs no version
-            result = self.call("write", path=path, append=True, force=force, **data)
+            result: Any = self.call("write", path=path, append=True, force=force, **data)
             key, previous = self._key(path), str(result.get("previous_digest") or "")
             # The new version is known here only if the one appended to was (or there
             # was none); otherwise this connection has not seen the whole file, and
             # expecting the version it appended to makes a later replace a conflict.
             known = not previous or self._versions.get(key) == previous
             self._versions[key] = result["digest"] if known else previous
-            return result
-        return self._versioned("write", path, force, **data)
+            appended: Committed = result
+            return appended
+        committed: Committed = self._versioned("write", path, force, **data)
+        return committed
 
-    def edit(self, path: str, scripts: StrList, *, force: bool = False) -> dict[str, Any]:
-        return self._versioned("write", path, force, sed=[*scripts])
+    def edit(self, path: str, scripts: StrList, *, force: bool = False) -> Committed:
+        committed: Committed = self._versioned("write", path, force, sed=[*scripts])
+        return committed
 
     def delete(self, path: str, *, force: bool = False) -> dict[str, Any]:
-        return self._versioned("delete", path, force)
+        deleted: dict[str, Any] = self._versioned("delete", path, force)
+        return deleted
 
     def search(self, args: StrList) -> dict[str, Any]:
         return self.call("search", args=[*args])
@@ -307,6 +394,7 @@ class Client:
         from REV to now; ``REV..REV``."""
         return self.call("diff", path=path, rev=rev)
 
-    def restore(self, path: str, rev: str, *, force: bool = False) -> dict[str, Any]:
+    def restore(self, path: str, rev: str, *, force: bool = False) -> Committed:
         """Write the content ``path`` had at ``rev`` back (version-checked)."""
-        return self._versioned("restore", path, force, rev=rev)
+        committed: Committed = self._versioned("restore", path, force, rev=rev)
+        return committed

@@ -19,7 +19,6 @@ Files, as ``/v1/stores/{store}/files/{path}``:
 
 from __future__ import annotations
 
-import base64
 import collections
 import functools
 import mimetypes
@@ -44,7 +43,6 @@ from control.http.problems import (
     read_body,
 )
 from control.ops.dispatcher import Dispatcher
-from control.ops.registry import build_request
 from control.socket.server import max_line_bytes
 from memfs.store.errors import Conflict
 
@@ -76,7 +74,7 @@ class Api:
         self._sizes: collections.OrderedDict[str, int] = collections.OrderedDict()
 
     def _run(self, agent: str, op: str, fields: dict[str, Any], lax: bool) -> dict[str, Any]:
-        return self.dispatcher.execute(agent, build_request(op, fields, lax=lax))
+        return self.dispatcher.run(agent, op, fields, lax=lax)
 
     async def execute(self, request: Request, op: str, fields: dict[str, Any], *,
                       lax: bool = False) -> dict[str, Any]:
@@ -199,30 +197,25 @@ def routes(api: Api) -> list[Route]:
         at = query(request, {"at": "rev"}).get("rev")
         if at is not None:
             shown = await api.execute(request, "show", {"path": path, "rev": at,
-                                                        "encoding": "base64"})
-            data = base64.b64decode(shown["content_b64"])
+                                                        "encoding": "bytes"})
+            data = shown["content"]
             headers = {"ETag": _tag(blake3.blake3(data).hexdigest()),
                        "X-Memfs-Rev": shown["rev"]}
             return Response(data, headers=headers, media_type=_media_type(path))
-        result = await api.execute(request, "read", {"path": path, "encoding": "base64"})
+        result = await api.execute(request, "read", {"path": path, "encoding": "bytes"})
         headers = _version_headers(result)
         if_none = request.headers.get("if-none-match")
         if if_none is not None and (if_none.strip() == "*" or result["digest"] in if_none):
             return Response(status_code=304, headers=headers)
-        return Response(base64.b64decode(result["content_b64"]), headers=headers,
-                        media_type=_media_type(path))
+        return Response(result["content"], headers=headers, media_type=_media_type(path))
 
     @guarded
     async def put_file(request: Request) -> Response:
         force = flag(query(request, {"force": "force"}).get("force"), "force")
         expect = preconditions(request, force)
         body = await read_body(request, api.max_file)
-        try:
-            content: dict[str, Any] = {"content": body.decode("utf-8")}
-        except UnicodeDecodeError:
-            content = {"content_b64": base64.b64encode(body).decode("ascii")}
         result = await versioned(api, request, "write",
-                                 {"path": _file_path(request), "force": force, **content},
+                                 {"path": _file_path(request), "force": force, "content": body},
                                  expect)
         response = _committed(result)
         if result.get("created"):

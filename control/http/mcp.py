@@ -8,7 +8,7 @@ use, whose instructions name the agent and its stores. Requests of a session mus
 carry the token that opened it (the SDK compares the principal we put in the scope);
 a session id of another agent is unknown to this agent's manager (404).
 
-Tools run on an `AgentTools` over an `InProcessClient` (control/client/inproc.py): the
+Tools run on an `AgentTools` over an in-process client (control/client/inproc.py): the
 Dispatcher of this process, no socket, with the client's per-connection version
 bookkeeping. There is one per MCP session (the ``Mcp-Session-Id`` of the handshake
 protocols) and, for the stateless 2026 protocol where no session exists, one per
@@ -31,7 +31,7 @@ import trio
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
-from control.client.inproc import InProcessClient
+from control.client.inproc import in_process_client
 from control.mcp.memory import AgentTools
 from control.mcp.storage import Connection
 from control.ops.dispatcher import Dispatcher
@@ -106,7 +106,7 @@ class McpEndpoint:
     def tools_for(self, agent: str) -> AgentTools:
         """A fresh AgentTools for ``agent`` over its own in-process client."""
         connection = Connection("(in-process)", None,
-                                factory=lambda _socket, _as: InProcessClient(self.dispatcher,
+                                factory=lambda _socket, _as: in_process_client(self.dispatcher,
                                                                               agent))
         return AgentTools(connection, None)
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from control.client import (
     BusyError,
@@ -38,6 +38,10 @@ from control.client import (
     PermissionDeniedError,
     TooLargeError,
 )
+
+if TYPE_CHECKING:
+    from control.client.client import Committed
+
 from control.client.localfiles import (
     LocalFileError,
     confine,
@@ -399,7 +403,7 @@ class MemoryTools:
         return ToolOutcome(text, meta=commit_meta(result))
 
     def _edit(self, path: str, scripts: list[str], force: bool) -> ToolOutcome:
-        def op(client: Client) -> tuple[dict[str, Any], str | None]:
+        def op(client: Client) -> tuple[Committed, str | None]:
             try:
                 before: str | None = client.stat(path)["digest"]
             except MemfsClientError:
@@ -454,24 +458,24 @@ class MemoryTools:
 # -- formatting ----------------------------------------------------------------------------
 
 
-def _changed_note(path: str, result: dict[str, Any]) -> str:
+def _changed_note(path: str, result: Mapping[str, Any]) -> str:
     writer = result.get("last_writer")
     who = literal(writer) if writer else "another agent"
     return (f"[Note: {literal(path)} changed since you last read it; last written by {who} at "
             f"{when(result.get('last_written_at'))}. Below is the current version.]")
 
 
-def _version_meta(result: dict[str, Any]) -> dict[str, Any]:
+def _version_meta(result: Mapping[str, Any]) -> dict[str, Any]:
     keys = ("path", "digest", "size", "last_writer", "last_written_at",
             "changed_since_last_read", "total_lines", "next_offset")
     return {key: result[key] for key in keys if key in result}
 
 
-def commit_meta(result: dict[str, Any]) -> dict[str, Any]:
+def commit_meta(result: Mapping[str, Any]) -> dict[str, Any]:
     return {key: result[key] for key in ("path", "digest", "size", "created") if key in result}
 
 
-def format_read(path: str, offset: int, result: dict[str, Any]) -> ToolOutcome:
+def format_read(path: str, offset: int, result: Mapping[str, Any]) -> ToolOutcome:
     """A read page as ``cat -n`` lines plus notes: changed-since-read, continue-at."""
     shown_path = result.get("path") or path
     total = int(result.get("total_lines", 0))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from control import protocol as p
@@ -135,6 +136,14 @@ class Dispatcher:
         except NoSpace as error:
             self._disk_full.log("refused %s by %s: %s", request.op, agent, error)
             raise
+
+    def run(self, agent: str, op: str, fields: Mapping[str, Any], *, lax: bool = False
+            ) -> dict[str, Any]:
+        """`execute` the request of ``op`` built from ``fields`` (``lax``: text such as
+        query parameters converted), for ``agent``, never as a delegate: how the
+        in-process transports (HTTP, MCP over HTTP, the web view) call an op. Raises
+        ProtocolError for bad fields, and what `execute` raises."""
+        return self.execute(agent, registry.build_request(op, fields, lax=lax))
 
     def _check_operator(self, uid: int | None) -> None:
         """Operator ops: a delegate uid's, in personal mode the owner's; raises

@@ -5,14 +5,22 @@ result dict, raising the engine's exceptions."""
 
 from __future__ import annotations
 
-import base64
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from control.ops.registry import Call, Rest, operation
-from control.protocol.base import EXPECT_PATTERN, MAX_ARG_LEN, Arg, BaseRequest, Rev
+from control.ops.storage import content_fields
+from control.protocol.base import (
+    EXPECT_PATTERN,
+    MAX_ARG_LEN,
+    Arg,
+    BaseRequest,
+    Encoding,
+    Rev,
+    wire_encoding,
+)
 from memfs.store.errors import InvalidInput
 from memfs.store.pages import page_of_bytes
 
@@ -52,7 +60,9 @@ class ShowRequest(BaseRequest):
     rev: Rev
     offset: int = Field(default=1, ge=1)
     limit: int | None = Field(default=None, ge=1)
-    encoding: Literal["text", "base64"] = "text"
+    encoding: Encoding = "text"
+
+    _encoding = field_validator("encoding")(wire_encoding)
 
 
 class DiffRequest(BaseRequest):
@@ -112,10 +122,10 @@ def show(call: Call, request: ShowRequest) -> dict[str, Any]:
     commit, data = call.engine.version_at(call.agent, path, request.rev)
     result: dict[str, Any] = {"path": str(path), "rev": commit, "short": commit[:7],
                               "size": len(data)}
-    if request.encoding == "base64":
+    if request.encoding != "text":
         if request.offset != 1 or request.limit is not None:
-            raise InvalidInput("offset and limit page through text; not with base64")
-        result["content_b64"] = base64.b64encode(data).decode("ascii")
+            raise InvalidInput(f"offset and limit page through text; not with {request.encoding}")
+        result.update(content_fields(request.encoding, data))
         return result
     page = page_of_bytes(data, request.offset, request.limit)
     result.update(text=page.text, offset=page.offset, lines=page.lines,

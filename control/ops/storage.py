@@ -9,10 +9,17 @@ import base64
 import binascii
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from control.ops.registry import Call, Rest, operation
-from control.protocol.base import EXPECT_PATTERN, MAX_ARGS, Arg, BaseRequest
+from control.protocol.base import (
+    EXPECT_PATTERN,
+    MAX_ARGS,
+    Arg,
+    BaseRequest,
+    Encoding,
+    wire_encoding,
+)
 from control.protocol.wire import ProtocolError
 from jail.errors import StoreNotReadable
 from memfs.store.errors import InvalidInput
@@ -32,8 +39,9 @@ class ReadRequest(BaseRequest):
     path: Arg
     offset: int = Field(default=1, ge=1)  # first line to return, 1-based
     limit: int | None = Field(default=None, ge=1)  # number of lines; None: to the end
-    # "text": decoded lines (invalid UTF-8 replaced); "base64": the exact bytes.
-    encoding: Literal["text", "base64"] = "text"
+    encoding: Encoding = "text"
+
+    _encoding = field_validator("encoding")(wire_encoding)
 
 
 class StatRequest(BaseRequest):
@@ -44,7 +52,7 @@ class StatRequest(BaseRequest):
 class WriteRequest(BaseRequest):
     op: Literal["write"]
     path: Arg
-    content: str | None = None
+    content: str | bytes | None = None  # bytes: in process only (JSON has none)
     content_b64: str | None = None
     sed: list[Annotated[str, Field(max_length=65536)]] | None = Field(
         default=None, min_length=1, max_length=MAX_ARGS
@@ -67,6 +75,8 @@ class WriteRequest(BaseRequest):
 
     def data(self) -> bytes:
         """The content bytes (not for sed requests); raises ProtocolError on bad base64."""
+        if isinstance(self.content, bytes):
+            return self.content
         if self.content is not None:
             try:
                 return self.content.encode("utf-8")
@@ -113,12 +123,12 @@ def list_files(call: Call, request: ListRequest) -> dict[str, Any]:
 @operation(ReadRequest, summary="A file's current version (recorded as read)")
 def read(call: Call, request: ReadRequest) -> dict[str, Any]:
     path = call.path(request.path)
-    if request.encoding == "base64":
+    if request.encoding != "text":
         if request.offset != 1 or request.limit is not None:
-            raise InvalidInput("offset and limit page through text; not with base64")
+            raise InvalidInput(f"offset and limit page through text; not with {request.encoding}")
         data, pinned = call.engine.read_bytes(call.agent, path)
         result = version_fields(path, pinned)
-        result["content_b64"] = base64.b64encode(data).decode("ascii")
+        result.update(content_fields(request.encoding, data))
         return result
     page, pinned = call.engine.read_page(call.agent, path, request.offset, request.limit)
     result = version_fields(path, pinned)
@@ -184,6 +194,13 @@ def search(call: Call, request: SearchRequest) -> dict[str, Any]:
         "truncated": outcome.truncated,
         "stderr": outcome.stderr,
     }
+
+
+def content_fields(encoding: str, data: bytes) -> dict[str, Any]:
+    """A whole file's bytes in a reply: as they are (``bytes``, in process) or base64."""
+    if encoding == "bytes":
+        return {"content": data}
+    return {"content_b64": base64.b64encode(data).decode("ascii")}
 
 
 def version_fields(path: MemPath, pinned: Pinned) -> dict[str, Any]:

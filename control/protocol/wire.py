@@ -8,7 +8,7 @@ the reply is
 ``{"id": ..., "ok": false, "error": {"code": CODE, "message": TEXT, "details": {...}}}``.
 
 Content travels as UTF-8 text (``content``) or base64 (``content_b64``) so that
-binary files round-trip byte for byte.
+binary files round-trip byte for byte (in process, without a line, as bytes).
 
 What a request line may hold is bounded at decode time, so that no line can make the
 decoder, the dispatcher or the reply encoder fail: integer literals of at most
@@ -31,7 +31,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from control.protocol.base import MAX_ID_CHARS, BaseRequest
+from control.protocol.base import MAX_ID_CHARS, WIRE, BaseRequest
 
 # Error codes, each mapped to a CLI exit code by the client.
 # ``busy``: a limit on shared resources (connections, buffered request bytes, jailed
@@ -160,7 +160,7 @@ class Codec:
             raise ProtocolError("invalid", f"unknown op {shown}; known: {', '.join(self.ops)}",
                                 request_id)
         try:
-            return self._adapter.validate_python(raw)
+            return self._adapter.validate_python(raw, context=WIRE)
         except ValidationError as error:
             problems = "; ".join(
                 f"{_short('.'.join(str(p) for p in item['loc'][1:])) or 'request'}: "

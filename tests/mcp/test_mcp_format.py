@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from control.client import Client, ConflictError, ConnectionFailed
+from control.client import ConflictError, ConnectionFailed
+from control.client.client import SocketTransport
 from control.mcp import storage as t
 
 
@@ -101,7 +102,7 @@ class FakeClient:
         self._sock.close()
         self.peer.close()
 
-    peer_closed = Client.peer_closed  # the real check, on this socketpair
+    peer_closed = SocketTransport.peer_closed  # the real check, on this socketpair
 
 
 def test_connection_reopens_a_closed_socket_and_retries_reads() -> None:

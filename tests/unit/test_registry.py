@@ -110,3 +110,26 @@ def test_a_forced_release_needs_a_delegate(dispatcher: Dispatcher) -> None:
     assert released["status"] == "open"
     reply = json.loads(dispatcher.handle(UID_A, registry.build_request("whoami", {})))
     assert reply["ok"] and reply["result"]["agent"] == "alice"
+
+
+def test_bytes_pass_in_process_and_never_on_the_wire() -> None:
+    """In process (HTTP, the web view) a file's bytes go to and from the engine as
+    they are; a line on the socket carries text or base64 only."""
+    write = registry.build_request("write", {"path": "notes/a", "content": b"\xff\x00"})
+    assert write.data() == b"\xff\x00"  # type: ignore[attr-defined]
+    assert registry.build_request("read", {"path": "notes/a", "encoding": "bytes"})
+    for op in ("read", "show"):
+        line = json.dumps({"op": op, "path": "notes/a", "rev": "HEAD", "encoding": "bytes"})
+        with pytest.raises(ProtocolError, match="encoding bytes is for in-process callers"):
+            registry.decode_request(line.encode())
+    wired = registry.decode_request(b'{"op": "write", "path": "notes/a", "content": "\\u00ff"}')
+    assert wired.data() == "\xff".encode()  # type: ignore[attr-defined]
+
+
+def test_an_in_process_read_returns_the_exact_bytes(dispatcher: Dispatcher) -> None:
+    data = bytes(range(256))
+    dispatcher.run("alice", "write", {"path": "notes/bin", "content": data})
+    assert dispatcher.run("alice", "read", {"path": "notes/bin", "encoding": "bytes"}
+                          )["content"] == data
+    shown = dispatcher.run("alice", "read", {"path": "notes/bin", "encoding": "base64"})
+    assert "content" not in shown and shown["content_b64"]

@@ -1,6 +1,6 @@
 """What one signed-in person may see: the memory read as the token's agent.
 
-`Look` carries out protocol ops with ``Dispatcher.execute`` (the very request models
+`Look` carries out protocol ops with ``Dispatcher.run`` (the very request models
 and access rules of the socket) and the engine's reads that record nothing
 (memfs/store/looking.py). Nothing here writes: the web view never changes memory,
 and looking at a file is not the agent reading it (its seen record is untouched).
@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from control.ops.dispatcher import Dispatcher
-from control.ops.registry import build_request
 from memfs.config import Config
 from memfs.memory.records import parse_iso
 from memfs.store.engine import Engine
@@ -58,8 +57,8 @@ class Look:
 
     def op(self, op: str, **fields: Any) -> dict[str, Any]:
         """The result of protocol op ``op`` for this agent (None fields left out)."""
-        request = build_request(op, {k: v for k, v in fields.items() if v is not None})
-        return self.dispatcher.execute(self.agent, request)
+        return self.dispatcher.run(self.agent, op, {name: value for name, value in
+                                                    fields.items() if value is not None})
 
     def stores(self) -> dict[str, str]:
         """The agent's stores and access, by name (``whoami``)."""

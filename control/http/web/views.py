@@ -3,7 +3,6 @@ control/http/web/look.py for what a builder may do)."""
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 from urllib.parse import quote
 
@@ -122,8 +121,8 @@ def file_page(look: Look, store: str, rel: str, at: str | None) -> Page | Redire
     path = mem_path(store, rel)
     version: dict[str, Any]
     if at is not None:
-        shown = look.op("show", path=str(path), rev=at, encoding="base64")
-        full = base64.b64decode(shown["content_b64"])
+        shown = look.op("show", path=str(path), rev=at, encoding="bytes")
+        full = shown["content"]
         data = full[:VIEW_LIMIT]
         version = {"digest": blake3.blake3(full).hexdigest(), "size": len(full),
                    "rev": shown["rev"], "short": shown["short"]}
