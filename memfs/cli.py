@@ -175,8 +175,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from memfs.config import ConfigError, load_config
+    from memfs.errors import MemfsError
     from memfs.fuse.attach import attach, detach_mount
-    from memfs.store.errors import MemfsError
 
     try:
         config = load_config(Path(args.config))

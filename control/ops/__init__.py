@@ -3,13 +3,11 @@ and the memory model for one agent and turns the outcome into a reply; its op ha
 are grouped in `control.ops.memory`, `control.ops.history` and `control.ops.tokens`."""
 
 from control.ops.dispatcher import (
-    CODES,
     Dispatcher,
     describe,
 )
 
 __all__ = [
-    "CODES",
     "Dispatcher",
     "describe",
 ]
