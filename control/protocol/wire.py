@@ -30,13 +30,11 @@ from pydantic import Field, TypeAdapter, ValidationError, model_validator
 from control.protocol.base import MAX_ID_CHARS, BaseRequest
 from control.protocol.memory import MEMORY_OPS, MEMORY_REQUESTS
 from control.protocol.tokens import TOKEN_OPS, TOKEN_REQUESTS
+from memfs.errors import ERRORS
 
-# Error codes, each mapped to a CLI exit code by the client.
-# ``busy``: a limit on shared resources (connections, buffered request bytes, jailed
-# tool runs) is reached; the same request may succeed later.
-# ``no_space``: the memory's disk is full; nothing was changed (retry once space is freed).
-ERROR_CODES = ("conflict", "lease_held", "lease_lost", "permission_denied", "not_found",
-               "invalid", "too_large", "busy", "no_space", "internal")
+# The codes an error reply may carry: the daemon's rows of memfs/errors.py, which says
+# what each code means and what every edge makes of it.
+ERROR_CODES = tuple(code for code, kind in ERRORS.items() if kind.raised_by == "daemon")
 
 DIGEST_PATTERN = r"^[0-9a-f]{64}$"
 # what a connection last saw of a path: a digest, or "absent" (it saw no file there)
