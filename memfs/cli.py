@@ -1,9 +1,9 @@
 """The ``memfs`` command line.
 
 Client commands import only the small socket client, never the server stack, so
-``memfs cat`` starts about as fast as Python itself. Exit codes: 0 ok, 1 other error,
-2 bad usage or invalid input, 3 conflict, 4 permission denied, 5 not found, 6 the
-memory's disk is full.
+``memfs cat`` starts about as fast as Python itself. Exit codes (each error code's is
+in memfs/errors.py): 0 ok, 1 other error, 2 bad usage or invalid input, 3 conflict,
+4 permission denied, 5 not found, 6 the memory's disk is full.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 
 from control.client import Client, MemfsClientError, default_socket
 from control.client import jsonlite as jsonlite
+from memfs.errors import ERRORS, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
 # Not typing.TYPE_CHECKING, and argparse only when needed: each import costs start-up.
 TYPE_CHECKING = False
@@ -23,19 +24,9 @@ if TYPE_CHECKING:
 
     from control.client.client import Committed, FileVersion
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NO_SPACE = \
-    range(7)
-EXIT_BY_CODE = {
-    "conflict": EXIT_CONFLICT,
-    "lease_held": EXIT_CONFLICT,
-    "lease_lost": EXIT_CONFLICT,
-    "permission_denied": EXIT_DENIED,
-    "not_found": EXIT_NOT_FOUND,
-    "invalid": EXIT_USAGE,
-    "too_large": EXIT_USAGE,
-    "busy": EXIT_ERROR,  # a daemon limit: retry later
-    "no_space": EXIT_NO_SPACE,  # nothing was changed: retry once space is freed
-}
+# each error code's exit code: its row of memfs/errors.py
+EXIT_BY_CODE = {code: kind.exit_code for code, kind in ERRORS.items()
+                if kind.exit_code is not None}
 
 
 class Usage(Exception):
@@ -176,8 +167,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from memfs.config import ConfigError, load_config
+    from memfs.errors import MemfsError
     from memfs.fuse.attach import attach, detach_mount
-    from memfs.store.errors import MemfsError
 
     try:
         config = load_config(Path(args.config))

@@ -38,11 +38,11 @@ from control.socket.server import (
 from jail import Jail, JailError, JailSettings
 from memfs import privilege
 from memfs.config import Config, ConfigError, load_config, personal_config
+from memfs.errors import MemfsError
 from memfs.memory.model import Memory
 from memfs.sdnotify import notify
 from memfs.store import shared_root
 from memfs.store.engine import Engine
-from memfs.store.errors import MemfsError
 
 if TYPE_CHECKING:
     from control.http.app import BoundHttp

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memfs.config import Config
+from memfs.errors import MemfsError
 from memfs.store import crashpoints
-from memfs.store.errors import MemfsError
 
 log = logging.getLogger("memfs")
 

@@ -30,8 +30,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memfs.errors import MemfsError
 from memfs.store import statefile
-from memfs.store.errors import InvalidInput, MemfsError, NotFound
+from memfs.store.errors import InvalidInput, NotFound
 
 log = logging.getLogger("memfs.tokens")
 

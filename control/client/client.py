@@ -77,8 +77,8 @@ def default_socket() -> str:
 
 
 class MemfsClientError(Exception):
-    """Base class of errors raised by the client. ``code`` is the protocol's error code
-    (``connection`` when the daemon cannot be reached)."""
+    """Base class of errors raised by the client. ``code`` is the error code
+    (memfs/errors.py): the reply's, or ``connection`` when the daemon cannot be reached."""
 
     code = "internal"
 
@@ -145,12 +145,9 @@ class ConnectionFailed(MemfsClientError):
     code = "connection"
 
 
+# Each class above names its code: one for each code of memfs/errors.py a client meets.
 _BY_CODE: dict[str, type[MemfsClientError]] = {
-    cls.code: cls
-    for cls in (ConflictError, LeaseHeldError, LeaseLostError, PermissionDeniedError,
-                NotFoundError, InvalidError, TooLargeError, BusyError, NoSpaceError,
-                InternalError)
-}
+    cls.code: cls for cls in MemfsClientError.__subclasses__()}
 
 
 def encode_request(op: str, request_id: int, as_agent: str | None, **fields: Any) -> bytes:

@@ -12,6 +12,7 @@ import functools
 from typing import Any
 
 from control.http.op_routes import Operation, operations
+from control.http.problems import STATUS
 from control.ops import registry
 
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
@@ -21,9 +22,7 @@ _PROBLEM_SCHEMA = {
     "properties": {
         "type": {"type": "string"}, "title": {"type": "string"},
         "status": {"type": "integer"}, "detail": {"type": "string"},
-        "code": {"type": "string", "enum": [
-            "invalid", "unauthenticated", "permission_denied", "not_found", "conflict",
-            "lease_held", "lease_lost", "too_large", "busy", "no_space", "internal"]},
+        "code": {"type": "string", "enum": list(STATUS)},
         "details": {"type": "object"},
     },
     "required": ["type", "title", "status", "detail", "code", "details"],

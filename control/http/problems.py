@@ -3,11 +3,10 @@ endpoint shares (bounded bodies, checked query parameters, the per-request guard
 
 A problem is ``application/problem+json``: ``type``, ``title``, ``status``,
 ``detail``, plus memfs's ``code`` (the protocol error code) and ``details`` (what
-control.ops.dispatcher's `describe` gives every transport). Status codes: invalid 400,
-(no or bad token) 401, permission_denied 403, not_found 404, conflict / lease_held /
-lease_lost 409 (412 when the request's own If-Match or If-None-Match failed),
-too_large 413, busy 503 with Retry-After, no_space 507 (Insufficient Storage, RFC
-4918), internal 500.
+control.ops.dispatcher's `describe` gives every transport). Each code's status and
+title are its row of memfs/errors.py (no_space: 507 Insufficient Storage, RFC 4918);
+a conflict is 412 instead when the request's own If-Match or If-None-Match failed, and
+busy carries Retry-After.
 """
 
 from __future__ import annotations
@@ -23,24 +22,15 @@ from starlette.responses import Response
 
 from control import protocol as p
 from control.ops.dispatcher import describe
+from memfs.errors import ERRORS
 from memfs.store.errors import TooLarge
 
 log = logging.getLogger("memfs.http")
 
 PROBLEM_JSON = "application/problem+json"
-STATUS = {
-    "invalid": 400, "unauthenticated": 401, "permission_denied": 403, "not_found": 404,
-    "method_not_allowed": 405, "conflict": 409, "lease_held": 409, "lease_lost": 409,
-    "too_large": 413, "busy": 503, "no_space": 507, "internal": 500,
-}
-TITLES = {
-    "invalid": "Invalid request", "unauthenticated": "Authentication required",
-    "permission_denied": "Permission denied", "not_found": "Not found",
-    "method_not_allowed": "Method not allowed", "conflict": "Conflict",
-    "lease_held": "Lease held by another agent", "lease_lost": "Lease lost",
-    "too_large": "Too large", "busy": "Busy, retry shortly",
-    "no_space": "Insufficient storage", "internal": "Internal error",
-}
+# each code's status and title: its row of memfs/errors.py
+STATUS = {code: kind.status for code, kind in ERRORS.items() if kind.status is not None}
+TITLES = {code: kind.title for code, kind in ERRORS.items() if kind.title is not None}
 
 
 class PreconditionFailed(Exception):

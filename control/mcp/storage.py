@@ -24,19 +24,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from control.client import (
-    BusyError,
     Client,
     ConflictError,
     ConnectionFailed,
-    InternalError,
-    InvalidError,
     LeaseHeldError,
     LeaseLostError,
     MemfsClientError,
-    NoSpaceError,
-    NotFoundError,
-    PermissionDeniedError,
-    TooLargeError,
 )
 
 if TYPE_CHECKING:
@@ -49,6 +42,7 @@ from control.client.localfiles import (
     read_local,
     save_atomically,
 )
+from memfs.errors import ERRORS
 from memfs.memory.records import escaped, literal
 
 T = TypeVar("T")
@@ -252,50 +246,11 @@ class MemoryTools:
     def _guard(self, body: Callable[[], ToolOutcome], *, path: str | None = None,
                verb: str = "write") -> ToolOutcome:
         try:
-            try:
-                return body()
-            except MemfsClientError as error:
-                # The message may name what memory holds: escaped, it stays one line.
-                error.message = escaped(error.message)
-                raise
-        except ConflictError as error:
-            return conflict_outcome(error, path, verb)
-        except LeaseHeldError as error:
-            return ToolOutcome(f"LEASE HELD: {error.message}. Nothing was changed.", True,
-                               {"lease": dict(error.details)})
-        except LeaseLostError as error:
-            return ToolOutcome(f"LEASE LOST: {error.message}. Stop working on this task; "
-                               "task_list shows who holds it now.", True,
-                               {"lease": dict(error.details)})
-        except PermissionDeniedError as error:
-            return ToolOutcome(
-                f"Permission denied: {error.message}. Your stores and their access are listed "
-                "in this server's instructions; storage_list shows what you can read.",
-                True)
-        except NotFoundError as error:
-            return ToolOutcome(
-                f"Not found: {error.message}. Paths are STORE/PATH (e.g. notes/todo.md); "
-                "use storage_list to see existing files.", True)
-        except (InvalidError, TooLargeError) as error:
-            return ToolOutcome(f"Invalid request: {error.message}", True)
-        except BusyError as error:
-            return ToolOutcome(
-                f"memfs is busy: {error.message}. Nothing was done; wait a moment and "
-                "retry the same call.", True)
-        except NoSpaceError as error:
-            return ToolOutcome(
-                "The memory's disk is full; nothing was changed; free space or ask the "
-                f"operator, then retry. ({error.message})", True)
-        except ConnectionFailed as error:
-            text = f"memfs is unreachable: {error.message}"
-            if verb in ("write", "upload"):
-                text += (". If the connection broke during the call the change may or may not "
-                         "have been applied: storage_read the file to check before retrying.")
-            return ToolOutcome(text, True)
-        except InternalError as error:
-            return ToolOutcome(f"memfs internal error: {error.message}", True)
-        except MemfsClientError as error:  # pragma: no cover - every code is mapped above
-            return ToolOutcome(f"memfs error ({error.code}): {error.message}", True)
+            return body()
+        except MemfsClientError as error:
+            # The message may name what memory holds: escaped, it stays one line.
+            error.message = escaped(error.message)
+            return error_outcome(error, path, verb)
         except LocalFileError as error:
             return ToolOutcome(f"Local file error: {error}", True)
 
@@ -546,6 +501,19 @@ def format_search(result: dict[str, Any]) -> ToolOutcome:
     return ToolOutcome(text, meta=meta)
 
 
+def error_outcome(error: MemfsClientError, path: str | None, verb: str) -> ToolOutcome:
+    """An error as a model should read it: its code's text (memfs/errors.py), a
+    conflict told from its details, the lease's details kept in ``meta``."""
+    if isinstance(error, ConflictError):
+        return conflict_outcome(error, path, verb)
+    text = ERRORS[error.code].model_text(error.message)
+    if isinstance(error, ConnectionFailed) and verb in ("write", "upload"):
+        text += (". If the connection broke during the call the change may or may not "
+                 "have been applied: storage_read the file to check before retrying.")
+    lease = isinstance(error, LeaseHeldError | LeaseLostError)
+    return ToolOutcome(text, True, {"lease": dict(error.details)} if lease else {})
+
+
 def conflict_outcome(error: ConflictError, path: str | None, verb: str) -> ToolOutcome:
     """The conflict as a model should read it: what happened, who did it, what next."""
     details = error.details
@@ -571,7 +539,5 @@ def conflict_outcome(error: ConflictError, path: str | None, verb: str) -> ToolO
     else:
         what = f"{name} was changed{by}, after you last read it"
         next_step = f"To keep both changes: {refetch}, {redo}."
-    text = (f"CONFLICT: your {verb} was NOT applied: {what}. {next_step} "
-            "Use force=true only if you deliberately want to overwrite the other agent's "
-            "changes.")
+    text = ERRORS["conflict"].model_text(f"your {verb} was NOT applied: {what}. {next_step}")
     return ToolOutcome(text, True, {"conflict": dict(details)})

@@ -15,7 +15,7 @@ from typing import Any
 # pulls in the engine, the jail and the memory model, which a process that only reads
 # the declarations (`memfs mcp`) should not pay for
 _WHERE = {
-    **dict.fromkeys(("CODES", "Dispatcher", "describe"), "control.ops.dispatcher"),
+    **dict.fromkeys(("Dispatcher", "describe"), "control.ops.dispatcher"),
     **dict.fromkeys(("Call", "Op", "Rest", "Tool", "agent_ops", "build_request",
                      "decode_request", "op", "operation", "ops"), "control.ops.registry"),
 }

@@ -20,18 +20,17 @@ from control.ops.registry import Call, Parts
 from control.protocol.base import BaseRequest
 from control.ratelimit import RateLimitedLog
 from jail import Jail
-from memfs.memory.errors import AlreadyExists, LeaseHeld, LeaseLost
+from jail.errors import JailError
+from memfs.errors import MemfsError
+from memfs.memory.errors import LeaseHeld, LeaseLost
 from memfs.memory.model import Memory
 from memfs.store.engine import Engine
 from memfs.store.errors import (
     ABSENT,
     AgentRequired,
     Conflict,
-    InvalidInput,
     NoSpace,
-    NotFound,
     PermissionDenied,
-    TooLarge,
 )
 from memfs.store.history import delegated
 from memfs.tokens import Tokens
@@ -39,45 +38,15 @@ from memfs.tokens import Tokens
 log = logging.getLogger("memfs.control")
 
 
-_CODES: list[tuple[type[BaseException], str]] = [
-    (Conflict, "conflict"),
-    (AlreadyExists, "conflict"),
-    (LeaseHeld, "lease_held"),
-    (LeaseLost, "lease_lost"),
-    (PermissionDenied, "permission_denied"),
-    (NotFound, "not_found"),
-    (TooLarge, "too_large"),
-    (InvalidInput, "invalid"),
-    (NoSpace, "no_space"),
-]
-
-
-def _jail_codes() -> list[tuple[type[BaseException], str]]:
-    try:
-        from jail import errors
-    except ImportError:  # pragma: no cover - the jail ships with memfs
-        return []
-    return [
-        (errors.JailBusy, "busy"),
-        (errors.BadArguments, "invalid"),
-        (errors.JailLimit, "invalid"),
-        (errors.ToolFailed, "invalid"),
-        (errors.JailUnavailable, "internal"),
-    ]
-
-
-CODES = _CODES + _jail_codes()
-
-
 def describe(error: BaseException) -> tuple[str, str, dict[str, Any]] | None:
-    """(protocol code, message, details) of an error a request may end with; None for
-    an unexpected one (an ``internal`` error the caller logs). One table for every
-    transport: the socket, HTTP and MCP report the same codes."""
+    """(error code, message, details) of an error a request may end with: the code an
+    engine, memory or jail exception names (memfs/errors.py); None for an unexpected one
+    (an ``internal`` error the caller logs). One answer for every transport: the
+    socket, HTTP and MCP report the same codes."""
     if isinstance(error, p.ProtocolError):
         return error.code, error.message, {}
-    for kind, code in CODES:
-        if isinstance(error, kind):
-            return code, str(error), _details(error)
+    if isinstance(error, MemfsError | JailError) and error.code is not None:
+        return error.code, str(error), _details(error)
     return None
 
 

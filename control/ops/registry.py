@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from control.protocol.base import BaseRequest
 from control.protocol.wire import Codec, ProtocolError, op_of
-from memfs.store.errors import MemfsError
+from memfs.errors import MemfsError
 from memfs.store.paths import MemPath, parse_path
 
 if TYPE_CHECKING:

@@ -32,13 +32,11 @@ from typing import Annotated, Any
 from pydantic import Field, TypeAdapter, ValidationError
 
 from control.protocol.base import MAX_ID_CHARS, WIRE, BaseRequest
+from memfs.errors import ERRORS
 
-# Error codes, each mapped to a CLI exit code by the client.
-# ``busy``: a limit on shared resources (connections, buffered request bytes, jailed
-# tool runs) is reached; the same request may succeed later.
-# ``no_space``: the memory's disk is full; nothing was changed (retry once space is freed).
-ERROR_CODES = ("conflict", "lease_held", "lease_lost", "permission_denied", "not_found",
-               "invalid", "too_large", "busy", "no_space", "internal")
+# The codes an error reply may carry: the daemon's rows of memfs/errors.py, which says
+# what each code means and what every edge makes of it.
+ERROR_CODES = tuple(code for code, kind in ERRORS.items() if kind.raised_by == "daemon")
 
 MAX_INT_DIGITS = 20  # up to 10**20: more than any offset, limit or id needs
 MAX_NUMBER_CHARS = 64  # a float literal (no field takes one; bounded all the same)

@@ -22,8 +22,9 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 import pyfuse3
 
+from memfs.errors import MemfsError
 from memfs.fuse.stats import COUNT, SAMPLE_MASK, sample, stats_for
-from memfs.store.errors import InvalidInput, MemfsError, NoSpace, NotFound, PermissionDenied
+from memfs.store.errors import InvalidInput, NoSpace, NotFound, PermissionDenied
 
 log = logging.getLogger("memfs.fuse.mount")
 

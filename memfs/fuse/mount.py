@@ -53,10 +53,10 @@ from pathlib import Path
 import pyfuse3
 import trio
 
+from memfs.errors import MemfsError
 from memfs.fuse.view import MemoryView
 from memfs.privilege import make_folders
 from memfs.store.engine import Engine
-from memfs.store.errors import MemfsError
 
 log = logging.getLogger("memfs.fuse.mount")
 

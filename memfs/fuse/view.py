@@ -54,6 +54,7 @@ from typing import Any, NoReturn
 import pyfuse3
 import trio
 
+from memfs.errors import MemfsError
 from memfs.fuse.cache import KernelCache
 from memfs.fuse.errors import _errno_of, _fail, guarded, guarded_sync
 from memfs.fuse.nodes import (
@@ -70,7 +71,7 @@ from memfs.fuse.scans import ScanDetector
 from memfs.fuse.stats import COUNT, SAMPLE_MASK, sample, stats_for
 from memfs.store import backing
 from memfs.store.engine import Engine
-from memfs.store.errors import InvalidInput, MemfsError
+from memfs.store.errors import InvalidInput
 from memfs.store.lru import LRU
 
 log = logging.getLogger("memfs.fuse.mount")

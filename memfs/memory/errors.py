@@ -1,15 +1,17 @@
-"""Exceptions of the memory model, each saying when it is raised; the edges map them
-to protocol codes (lease_held, lease_lost, conflict) and exit codes (3)."""
+"""Exceptions of the memory model, each saying when it is raised and naming its error
+code (memfs/errors.py)."""
 
 from __future__ import annotations
 
+from memfs.errors import MemfsError
 from memfs.memory.records import literal
-from memfs.store.errors import MemfsError
 
 
 class LeaseHeld(MemfsError):
     """A claim (or a task operation) met another agent's unexpired lease; ``holder``
     and ``expires_at`` name it."""
+
+    code = "lease_held"
 
     def __init__(self, task: str, holder: str, expires_at: str) -> None:
         super().__init__(f"task {task} is leased by {literal(holder)} until "
@@ -21,10 +23,15 @@ class LeaseLost(MemfsError):
     """The caller no longer holds the task's lease: it expired and another agent
     claimed it, or it was released or completed; ``holder`` is who holds it now."""
 
+    code = "lease_lost"
+
     def __init__(self, task: str, message: str, holder: str | None = None) -> None:
         super().__init__(message)
         self.task, self.holder = task, holder
 
 
 class AlreadyExists(MemfsError):
-    """A task id (or another record's name) is taken."""
+    """A task id (or another record's name) is taken: a conflict, as a file someone
+    else created first."""
+
+    code = "conflict"

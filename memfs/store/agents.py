@@ -25,8 +25,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from memfs.config import check_name
+from memfs.errors import MemfsError
 from memfs.store import statefile
-from memfs.store.errors import InvalidInput, MemfsError, PermissionDenied, refused_when_full
+from memfs.store.errors import InvalidInput, PermissionDenied, refused_when_full
 
 SEEN_EVERY = 60.0  # seconds: how stale a written last-seen time may get
 

@@ -1,7 +1,7 @@
 """Exceptions raised by the store engine and its helpers.
 
-Each class says when it is raised. The edges translate them: the control server into
-protocol error codes, the FUSE view into errnos, the CLI into exit codes.
+Each class says when it is raised and names its error code (memfs/errors.py: the one
+table of what each code is at every edge); the FUSE view turns them into errnos.
 """
 
 from __future__ import annotations
@@ -12,23 +12,27 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-
-class MemfsError(Exception):
-    """Base class of every error the engine raises on purpose."""
+from memfs.errors import MemfsError
 
 
 class InvalidInput(MemfsError):
     """A request is malformed: bad path (``..``, absolute, control characters, too long),
     a path that crosses a symlink or names a directory or special file, bad mode."""
 
+    code = "invalid"
+
 
 class TooLarge(MemfsError):
     """Content exceeds the configured per-file size limit."""
+
+    code = "too_large"
 
 
 class PermissionDenied(MemfsError):
     """The agent is unknown, not attached to the store, or attached read-only and asked
     to write; or a non-delegate tried to act for another agent."""
+
+    code = "permission_denied"
 
 
 class AgentRequired(PermissionDenied):
@@ -45,10 +49,14 @@ class AgentRequired(PermissionDenied):
 class NotFound(MemfsError):
     """The store or file does not exist (for an agent allowed to know it)."""
 
+    code = "not_found"
+
 
 class NoSpace(MemfsError):
     """The memory's file system is full (ENOSPC or EDQUOT) and the change was refused
     before anything of it landed: nothing was changed."""
+
+    code = "no_space"
 
 
 @contextlib.contextmanager
@@ -83,6 +91,8 @@ class Conflict(MemfsError):
     (it never read this file); ``last_write`` who changed the file last; ``agent`` the
     writer whose check failed.
     """
+
+    code = "conflict"
 
     def __init__(self, path: str, current: str | None, seen: str | None,
                  last_write: LastWrite | None, agent: str | None = None) -> None:

@@ -56,8 +56,9 @@ from pathlib import Path
 
 import pygit2
 
+from memfs.errors import MemfsError
 from memfs.store import crashpoints, packs
-from memfs.store.errors import InvalidInput, MemfsError, NoSpace, NotFound
+from memfs.store.errors import InvalidInput, NoSpace, NotFound
 from memfs.store.gitobjects import (
     intact,
     on_shared_filesystem,

@@ -10,7 +10,7 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-from memfs.store.errors import MemfsError
+from memfs.errors import MemfsError
 
 
 def read_text(path: Path) -> str | None:

@@ -92,7 +92,7 @@ def test_limits_defaults() -> None:
 
 def test_connection_limits_leave_the_fd_reserve_free() -> None:
     from memfs.daemon import connection_limits  # the server stack: only this test needs it
-    from memfs.store.errors import MemfsError
+    from memfs.errors import MemfsError
 
     config = parse_config(GOOD)
     assert connection_limits(config, 1 << 20)[0].max_connections == 1024
@@ -104,7 +104,7 @@ def test_connection_limits_leave_the_fd_reserve_free() -> None:
 
 def test_control_and_http_connections_share_one_budget() -> None:
     from memfs.daemon import connection_limits
-    from memfs.store.errors import MemfsError
+    from memfs.errors import MemfsError
 
     config = parse_config({**GOOD, "http": {"listen": "127.0.0.1:0"},
                            "limits": {"max_connections": 300, "http_max_connections": 100,

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from memfs import personal
+from memfs.errors import MemfsError
 from memfs.store.agents import SEEN_EVERY, AgentRegistry
-from memfs.store.errors import InvalidInput, MemfsError, PermissionDenied
+from memfs.store.errors import InvalidInput, PermissionDenied
 
 
 def test_places_follow_xdg_and_ignore_relative_values() -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from memfs.store.errors import InvalidInput, MemfsError, NotFound
+from memfs.errors import MemfsError
+from memfs.store.errors import InvalidInput, NotFound
 from memfs.tokens import Tokens
 
 
