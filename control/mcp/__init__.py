@@ -1,7 +1,7 @@
 """The tools for models and `memfs mcp`: the storage, history and memory tools
 (`storage`, `history`, `memory`) carry out each call through one `Client` and never
 raise, turning every outcome into text a model can act on; `server` and
-`server_memory` give them MCP signatures with the official SDK, `stdio` serves them over
+`memory_signatures` give them MCP signatures with the official SDK, `stdio` serves them over
 stdin and stdout, `identity` tells which agent a stdio server acts as."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 # heavy libraries that a process using one sibling module alone should not pay for
 _WHERE = {
     "Connection": "control.mcp.storage",
-    "MemoryTools": "control.mcp.storage",
+    "StorageTools": "control.mcp.storage",
     "ToolOutcome": "control.mcp.storage",
     "HistoryTools": "control.mcp.history",
     "AgentTools": "control.mcp.memory",

@@ -1,6 +1,6 @@
 """The history tools for models: storage_history and storage_restore.
 
-`HistoryTools` extends `MemoryTools` (control/mcp/storage.py) with them; like the storage
+`HistoryTools` extends `StorageTools` (control/mcp/storage.py) with them; like the storage
 tools each method never raises and returns a ToolOutcome. The descriptions below are
 what the model reads.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 from control.mcp.storage import (
     MAX_OUTPUT_CHARS,
-    MemoryTools,
+    StorageTools,
     ToolOutcome,
     commit_meta,
     cut_text,
@@ -48,7 +48,7 @@ check with storage_history(action="diff") what changed, then decide). force=true
 overwrites other agents' changes on purpose."""
 
 
-class HistoryTools(MemoryTools):
+class HistoryTools(StorageTools):
     """The storage tools plus storage_history and storage_restore."""
 
     def history(self, path: str | None = None, action: str = "log", rev: str | None = None,

@@ -21,7 +21,7 @@ from typing import Any
 
 from control.client import ConnectionFailed, MemfsClientError
 from control.mcp.memory import AgentTools
-from control.mcp.storage import MemoryTools
+from control.mcp.storage import StorageTools
 
 log = logging.getLogger("memfs.mcp")
 
@@ -64,7 +64,7 @@ class IdentityRefused(Exception):
     """The daemon answered but serves this caller nothing (or refuses ``--as``)."""
 
 
-def whoami(tools: MemoryTools) -> dict[str, Any] | None:
+def whoami(tools: StorageTools) -> dict[str, Any] | None:
     """The daemon's view of this server's agent; None when the daemon is a personal
     memory and no agent is named yet. Raises IdentityRefused, ConnectionFailed."""
     try:

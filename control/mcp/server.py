@@ -30,7 +30,7 @@ from control.mcp.declared import add_declared_tools
 from control.mcp.history import HISTORY_DESCRIPTION, RESTORE_DESCRIPTION
 from control.mcp.identity import ClientNamed, IdentityRefused, whoami
 from control.mcp.memory import MEMORY_INSTRUCTIONS, AgentTools
-from control.mcp.server_memory import add_memory_tools
+from control.mcp.memory_signatures import add_memory_tools
 from control.mcp.stdio import executor_runner, run_stdio
 from control.mcp.storage import (
     DOWNLOAD_DESCRIPTION,
@@ -41,7 +41,7 @@ from control.mcp.storage import (
     UPLOAD_DESCRIPTION,
     WRITE_DESCRIPTION,
     Connection,
-    MemoryTools,
+    StorageTools,
 )
 from control.mcp.types import OptionalFlag, OptionalText, PathArg, result_of
 
@@ -195,7 +195,7 @@ def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
 GENERIC = INSTRUCTIONS + MEMORY_INSTRUCTIONS
 
 
-def instructions_for(tools: MemoryTools) -> str:
+def instructions_for(tools: StorageTools) -> str:
     """The server instructions, naming this agent and its stores when the daemon answers.
     Raises IdentityRefused if the daemon will serve this caller nothing (or serves a
     personal memory and no agent is named)."""

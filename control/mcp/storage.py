@@ -1,6 +1,6 @@
 """The memfs tools for models, independent of the MCP SDK.
 
-``MemoryTools`` carries out storage_list / read / search / write / download / upload
+``StorageTools`` carries out storage_list / read / search / write / download / upload
 through one control-socket ``Client`` and turns every outcome, good or bad, into a
 ``ToolOutcome``: the text the model reads, whether it is an error, and metadata kept
 out of the model's sight (digests). The model never handles a digest: the daemon
@@ -233,7 +233,7 @@ def cut_text(text: str, limit: int) -> tuple[str, bool]:
     return (head[: newline + 1] if newline > 0 else head), True
 
 
-class MemoryTools:
+class StorageTools:
     """The six storage tools; each method is synchronous, never raises, and returns a
     ToolOutcome. Thread-safe (the Client serializes requests)."""
 

@@ -1,5 +1,5 @@
 """Argument types and the result wrapper shared by the MCP tool signatures
-(control/mcp/server.py, control/mcp/server_memory.py)."""
+(control/mcp/server.py, control/mcp/memory_signatures.py)."""
 
 from typing import TYPE_CHECKING, Annotated, Any
 

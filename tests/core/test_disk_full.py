@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from control.client import Client, ConflictError, MemfsClientError
-from control.mcp.storage import Connection, MemoryTools
+from control.mcp.storage import Connection, StorageTools
 from tests.history.gitcheck import commits, head_files, repo_path, store_files
 from tests.http.test_metrics import scrape, value
 from tests.support import (
@@ -224,7 +224,7 @@ def test_a_full_disk_over_http_cli_and_mcp_and_in_metrics(daemon: Daemon,
         assert cli.returncode == 6, cli
         assert b"no space" in cli.stderr and b"disk is full" in cli.stderr, cli.stderr
 
-        tools = MemoryTools(Connection(str(daemon.socket), as_agent="alice"))
+        tools = StorageTools(Connection(str(daemon.socket), as_agent="alice"))
         outcome = tools.write(path="notes/mcp.md", content="y" * BIG)
         assert outcome.is_error
         assert "disk is full" in outcome.text and "nothing was changed" in outcome.text

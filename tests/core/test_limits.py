@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from control.client import BusyError, Client, InvalidError
-from control.mcp.storage import Connection, MemoryTools
+from control.mcp.storage import Connection, StorageTools
 from tests.support import (
     UID_A,
     UID_B,
@@ -272,7 +272,7 @@ def test_jail_runs_over_the_cap_get_busy_while_other_requests_work() -> None:
             done = memfs_as(UID_A, daemon.socket, "grep", "needle")
             assert done.returncode == 1, done
             assert b"busy" in done.stderr
-            tools = MemoryTools(Connection(str(daemon.socket), as_agent="alice"))
+            tools = StorageTools(Connection(str(daemon.socket), as_agent="alice"))
             outcome = tools.search(pattern="needle")
             assert outcome.is_error and "busy" in outcome.text and "retry" in outcome.text
             # Everything that needs no jail is served meanwhile.

@@ -22,7 +22,7 @@ from control import protocol as p
 from control.client import client as c
 from control.http.openapi import document
 from control.http.problems import STATUS, TITLES, problem
-from control.mcp.storage import Connection, MemoryTools, ToolOutcome
+from control.mcp.storage import Connection, StorageTools, ToolOutcome
 from control.ops.dispatcher import describe
 from jail.errors import (
     BadArguments,
@@ -267,7 +267,7 @@ def _outcome(error: c.MemfsClientError, verb: str) -> ToolOutcome:
     def body() -> ToolOutcome:
         raise error
 
-    return MemoryTools(Connection("/nonexistent"))._guard(body, path="notes/a.md", verb=verb)
+    return StorageTools(Connection("/nonexistent"))._guard(body, path="notes/a.md", verb=verb)
 
 
 @pytest.mark.parametrize("code", sorted(MODEL_TEXT))
