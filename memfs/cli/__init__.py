@@ -65,7 +65,7 @@ def cmd_ls(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_cat(client: Client, args: argparse.Namespace) -> int:
     if getattr(args, "at", None) is not None:
-        from memfs.cli_history import cmd_show
+        from memfs.cli.history import cmd_show
 
         return cmd_show(client, args)
     if args.offset is None and args.limit is None and not args.json:
@@ -298,12 +298,12 @@ def _parser() -> argparse.ArgumentParser:
     upload.add_argument("path", metavar="PATH")
     upload.add_argument("--force", action="store_true", help="skip the version check")
     add("grep", cmd_grep, "search with ripgrep: memfs grep [RG-FLAGS] PATTERN [PATH...]")
-    from memfs import cli_history, cli_memory, cli_tokens
+    from memfs.cli import history, memory, tokens
 
-    cli_history.register(add)
-    cli_memory.register(add, common)
-    cli_tokens.register(add, common)
-    cli_tokens.register_agents(add, common)
+    history.register(add)
+    memory.register(add, common)
+    tokens.register(add, common)
+    tokens.register_agents(add, common)
     return parser
 
 
@@ -464,14 +464,11 @@ _COMMANDS = {"cat": cmd_cat, "ls": cmd_ls, "stat": cmd_stat, "write": cmd_write,
 
 def _command(name: str) -> Callable[..., int]:
     if name == "brief":
-        from memfs.cli_memory import brief
+        from memfs.cli.memory import brief
 
         return brief
     if name == "log":
-        from memfs.cli_history import cmd_log
+        from memfs.cli.history import cmd_log
 
         return cmd_log
     return _COMMANDS[name]
-
-if __name__ == "__main__":
-    sys.exit(main())
