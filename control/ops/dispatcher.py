@@ -24,7 +24,7 @@ from jail import Jail
 from jail.errors import StoreNotReadable
 from memfs.memory.errors import AlreadyExists, LeaseHeld, LeaseLost
 from memfs.memory.model import Memory
-from memfs.store.engine import Engine, Pinned
+from memfs.store.engine import Engine
 from memfs.store.errors import (
     ABSENT,
     AgentRequired,
@@ -38,6 +38,7 @@ from memfs.store.errors import (
 )
 from memfs.store.history import delegated
 from memfs.store.paths import MemPath, parse_path
+from memfs.store.versions import Pinned
 
 log = logging.getLogger("memfs.control")
 

@@ -49,14 +49,14 @@ class HistoryRequests:
         target = None if request.path is None else self._store_or_path(request.path)
         since = None if request.since is None else parse_time(request.since)
         until = None if request.until is None else parse_time(request.until)
-        entries = self.engine.log(agent, target, limit=request.limit, since=since,
+        entries = self.engine.history.log(agent, target, limit=request.limit, since=since,
                                   until=until, start=request.rev, author=request.author,
                                   patch=request.patch)
         return {"entries": [entry_fields(store, entry) for store, entry in entries]}
 
     def _show(self, agent: str, request: p.ShowRequest) -> dict[str, Any]:
         path = self._path(request.path)
-        commit, data = self.engine.version_at(agent, path, request.rev)
+        commit, data = self.engine.history.version_at(agent, path, request.rev)
         result: dict[str, Any] = {"path": str(path), "rev": commit, "short": commit[:7],
                                   "size": len(data)}
         if request.encoding == "base64":
@@ -78,7 +78,7 @@ class HistoryRequests:
                 new = rest
             if not old or (dots and not rest):
                 raise InvalidInput(f"bad range {request.rev!r}: use REV or REV..REV")
-        diff = self.engine.diff(agent, path, old, new)
+        diff = self.engine.history.diff(agent, path, old, new)
         return {"path": str(path), "old": diff.old, "new": diff.new, "diff": diff.text}
 
     def _restore(self, agent: str, request: p.RestoreRequest) -> dict[str, Any]:

@@ -108,6 +108,12 @@ class Store:
         os.close(self.landing_fd)
         os.close(self._lock_fd)
 
+    def open_current(self, path: MemPath) -> tuple[int, os.stat_result] | None:
+        """fd and fstat of the current version of ``path`` (in this store), or None if it
+        does not exist. Raises InvalidInput (a symlink on the way, not a file memfs
+        keeps). The caller closes the fd."""
+        return backing.open_kept(self.fd, path.parts, path.encoded)
+
     # -- the lock -----------------------------------------------------------------------
 
     @contextlib.contextmanager
