@@ -282,7 +282,7 @@ async def run(config: Config, started: Started, *,
                 from memfs.fuse.mount import serve_mount
 
                 view = await nursery.start(serve_mount, started.mount)
-                changed_elsewhere.append(view.store_changed)
+                changed_elsewhere.append(view.cache.store_changed)
             nursery.start_soon(sweep_seen_records, engine)
             nursery.start_soon(maintain_history, engine)
             await nursery.start(server.serve, listener)
