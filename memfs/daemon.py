@@ -36,10 +36,11 @@ from control.socket.server import (
     max_line_bytes,
 )
 from jail import Jail, JailError, JailSettings
-from memfs import privilege
+from memfs import places, privilege
 from memfs.config import Config, ConfigError, load_config, personal_config
 from memfs.memory.model import Memory
 from memfs.sdnotify import notify
+from memfs.service_user import service_user
 from memfs.store import shared_root
 from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
@@ -204,7 +205,7 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     (no_new_privs, not dumpable, no capability) before `run` reads a store, a request
     or a connection."""
     limits, http_limits = connection_limits(config, raise_fd_limit())
-    user = privilege.service_user(config) if os.geteuid() == 0 else None
+    user = service_user(config) if os.geteuid() == 0 else None
     if user is not None:
         privilege.hand_over(config, user, mount=mount == "fusermount")
     bound = None
@@ -439,6 +440,23 @@ def _sole_error(error: BaseException) -> BaseException:
     return error
 
 
+def personal_banner(engine: Engine) -> str:
+    """What ``memfs serve --personal`` prints once it serves (the daemon calls it once
+    its engine has recovered, as the demo's)."""
+    config = engine.config
+    stores = ", ".join(sorted(config.stores))
+    http = f"\n  HTTP on {config.http.listen}" if config.http is not None else ""
+    return f"""
+memfs: your personal memory is served (stores: {stores}); root {config.root}
+  mount {config.mount}/AGENT/STORE/...   socket {config.socket}{http}
+Each agent names itself on every call (a new name is registered on first use):
+  memfs --agent claude ls          (or: export MEMFS_AGENT=claude)
+  claude mcp add memfs -- memfs mcp --agent claude
+  memfs agent list
+Stop with Ctrl-C.
+"""
+
+
 def main_serve(*, config_path: str | None, demo: bool, mount: MountMode,
                socket_path: str | None, personal: bool = False,
                http_port: int | None = None) -> int:
@@ -463,11 +481,9 @@ def main_serve(*, config_path: str | None, demo: bool, mount: MountMode,
         if socket_path:
             config = config.model_copy(update={"socket": Path(socket_path)})
         if personal:
-            from memfs import personal as places
-
             if str(config.socket) == places.socket_path():  # e.g. /tmp/memfs-UID: ours, 0700
                 places.private_dir(str(config.socket.parent))
-            banner = places.banner
+            banner = personal_banner
         with contextlib.ExitStack() as stack:
             started = start(config, stack, mount=mount)
             try:

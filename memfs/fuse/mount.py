@@ -54,7 +54,7 @@ import pyfuse3
 import trio
 
 from memfs.fuse.view import MemoryView
-from memfs.privilege import make_folders
+from memfs.places import make_folders
 from memfs.store.engine import Engine
 from memfs.store.errors import MemfsError
 
