@@ -1,7 +1,7 @@
 """Who a daemon started as root serves as: the config's ``user`` or, for a personal
 memory, its owner (README "Privilege"). The daemon hands that user its folders and
-drops to it (memfs/privilege.py); ``memfs attach`` checks that the daemon whose FUSE
-session it mounts runs as that user (memfs/fuse/attach.py).
+drops to it (memfs/daemon/privilege.py); ``memfs attach`` checks that the daemon whose
+FUSE session it mounts runs as that user (memfs/fuse/attach.py).
 """
 
 from __future__ import annotations

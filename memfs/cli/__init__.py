@@ -161,7 +161,7 @@ def cmd_grep(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from memfs.daemon import MountMode, main_serve  # the server stack, only when serving
+    from memfs.daemon.serve import MountMode, main_serve  # the server stack: serving only
 
     if args.http is not None and not args.personal:
         raise Usage("--http is for --personal (a config sets [http] listen)")

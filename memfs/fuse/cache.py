@@ -10,9 +10,9 @@ inode, name) before the backing directory is looked at, and a commit through thi
 daemon invalidates the entries of its file's name and of every directory above it
 before the writer is answered, so a created name is visible to the very next walk of
 any agent. A name created by another daemon on the same root is noticed through the
-store's generation counter (`store_changed`, within a poll of memfs/daemon.py); one
-planted by hand appears within ENTRY_TIMEOUT (as attributes changed that way refresh
-within ATTR_TIMEOUT).
+store's generation counter (`store_changed`, within a poll of memfs/daemon/serve.py);
+one planted by hand appears within ENTRY_TIMEOUT (as attributes changed that way
+refresh within ATTR_TIMEOUT).
 
 Versions and the page cache. ``open`` pins the current version with
 ``Engine.open_version`` (records it as seen) and every ``read`` is a ``pread`` on the
@@ -190,8 +190,8 @@ class KernelCache:
         the next stat: getattr finds nothing). The page cache needs nothing: the next
         open pins the current version and keeps the pages only if they are its own.
         A lookup in flight while this runs can still hand out what it saw before the
-        change: callers call again a poll later (memfs/daemon.py). Blocking: call from
-        a worker thread, never from the loop that serves requests."""
+        change: callers call again a poll later (memfs/daemon/serve.py). Blocking: call
+        from a worker thread, never from the loop that serves requests."""
         now = time.monotonic()
         horizon = now - max(ENTRY_TIMEOUT, ATTR_TIMEOUT) - 1.0  # + margin: kernel jiffies
         nodes = self._nodes.handed_out(store, now, horizon)

@@ -23,7 +23,7 @@ import pytest
 from control import protocol as p
 from control.ops.dispatcher import Dispatcher
 from memfs.config import parse_config
-from memfs.daemon import start_jail
+from memfs.daemon.serve import start_jail
 from memfs.store.engine import Engine
 from tests import fuzzlines
 from tests.support import (

@@ -1,8 +1,8 @@
 """The daemon's composition root. `start` opens everything in the order the privilege
-model needs (memfs/privilege.py): as root, the privileged phase (the root, the mount
-point and the socket's directory handed to the service user; the control socket and
-the HTTP listener bound), then the drop; then, as any user, the engine, the mount and
-the lock-down. `run` then recovers and serves engine, jail, mount, control socket
+model needs (memfs/daemon/privilege.py): as root, the privileged phase (the root, the
+mount point and the socket's directory handed to the service user; the control socket
+and the HTTP listener bound), then the drop; then, as any user, the engine, the mount
+and the lock-down. `run` then recovers and serves engine, jail, mount, control socket
 and (with ``[http]``) the HTTP listener in one nursery, tells systemd when all are up
 (``READY=1``), and turns SIGINT/SIGTERM into a clean shutdown (``STOPPING=1``; HTTP
 requests in flight finish, the mount is unmounted, the socket removed, the jail
@@ -36,10 +36,11 @@ from control.socket.server import (
     max_line_bytes,
 )
 from jail import Jail, JailError, JailSettings
-from memfs import places, privilege
+from memfs import places
 from memfs.config import Config, ConfigError, load_config, personal_config
+from memfs.daemon import privilege
+from memfs.daemon.sdnotify import notify
 from memfs.memory.model import Memory
-from memfs.sdnotify import notify
 from memfs.service_user import service_user
 from memfs.store import shared_root
 from memfs.store.engine import Engine
@@ -66,7 +67,7 @@ def rg_binary() -> Path:
     return Path(found).resolve()
 
 
-BUILD_SED_JAIL = Path(__file__).resolve().parent.parent / "scripts" / "build-sed-jail"
+BUILD_SED_JAIL = Path(__file__).resolve().parents[2] / "scripts" / "build-sed-jail"
 
 
 def build_sed_jail_script() -> Path | None:
@@ -468,7 +469,7 @@ def main_serve(*, config_path: str | None, demo: bool, mount: MountMode,
             config = personal_config(Path(config_path) if config_path else None,
                                      http_port=http_port)
         elif demo:
-            from memfs.demo import demo_config, demo_uid, prepare_demo
+            from memfs.daemon.demo import demo_config, demo_uid, prepare_demo
 
             config = demo_config(demo_uid())
             banner = prepare_demo
