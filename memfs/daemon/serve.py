@@ -335,8 +335,8 @@ async def run(config: Config, started: Started, *,
 
 async def check_shared_root(root: Path) -> None:
     """Log one line about a root on GlusterFS: a warning when its options break
-    freshness across hosts or cannot be read (memfs/shared_root.py). In a worker
-    thread, in the background: the gluster CLI may take seconds to answer."""
+    freshness across hosts or cannot be read (memfs/store/shared_root.py). In a
+    worker thread, in the background: the gluster CLI may take seconds to answer."""
     try:
         found = await trio.to_thread.run_sync(shared_root.check_root, root)
     except Exception as error:  # a check must never stop the daemon
