@@ -1,5 +1,10 @@
-"""The ``memfs`` command line.
-
+"""The ``memfs`` command line: `main`, the file commands (ls, cat, stat, write, edit,
+rm, download, upload, grep) and the daemon's (serve, attach, detach, mcp) here, the
+other groups each in a module that registers its commands into the parser:
+`memfs.cli.history` (log, show, diff, restore), `memfs.cli.memory` (session, task,
+decision, brief), `memfs.cli.tokens` (token, agent); ``python -m memfs.cli`` runs it
+too. The file commands live here rather than in a module of their own so that
+``memfs cat`` loads one module of memfs: each costs start-up (about 0.1 ms).
 Client commands import only the small socket client, never the server stack, so
 ``memfs cat`` starts about as fast as Python itself. Exit codes: 0 ok, 1 other error,
 2 bad usage or invalid input, 3 conflict, 4 permission denied, 5 not found, 6 the

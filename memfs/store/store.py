@@ -1,4 +1,5 @@
-"""Landing accepted changes in a store, and finishing a landing a crash cut short.
+"""One store (`Store`): its directory, lock, landing directory and history; landing
+accepted changes in it, and finishing a landing a crash cut short.
 
 A change is accepted by the engine's version checks under the store lock; landing it
 is then one step under the same lock:
