@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from memfs import places
 from memfs.errors import MemfsError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -209,7 +210,7 @@ class PersonalConfig(_Strict):
 
 class Config(_Strict):
     root: Path
-    # the unprivileged user a daemon started as root serves as (memfs/privilege.py)
+    # the unprivileged user a daemon started as root serves as (memfs/service_user.py)
     user: str = Field(default="memfs", pattern=r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
     mount: Path = Path("/memory")
     socket: Path = Path("/run/memfs/control.sock")
@@ -393,14 +394,12 @@ def load_config(path: Path) -> Config:
 
 
 def personal_config(path: Path | None = None, *, http_port: int | None = None) -> Config:
-    """The config of ``memfs serve --personal``: this user's places (memfs/personal.py),
+    """The config of ``memfs serve --personal``: this user's places (memfs/places.py),
     history on, one structured store ``notes``, personal mode; what the config file at
     ``path`` sets wins (advanced settings), and ``http_port`` adds a listener on
     127.0.0.1. Raises ConfigError."""
-    from memfs import personal
-
-    data: dict[str, object] = {**personal.places(),
-                               "stores": {personal.DEFAULT_STORE: {"structured": True}},
+    data: dict[str, object] = {**places.places(),
+                               "stores": {places.DEFAULT_STORE: {"structured": True}},
                                "personal": {}}
     source = "personal config"
     if path is not None:

@@ -2,7 +2,7 @@
 
 Each kind of error has a code, and ``ERRORS`` one row per code saying what every edge
 makes of it: the HTTP problem's status and title (control/http/problems.py), the CLI's
-exit code (memfs/cli.py) and the text a model reads (control/mcp/storage.py). Where a
+exit code (memfs/cli/__init__.py) and the text a model reads (control/mcp/storage.py). Where a
 code comes from decides which edges meet it (``raised_by``): ``daemon`` codes are the
 control protocol's (control/protocol/wire.py ``ERROR_CODES``), answered alike over the
 socket, HTTP and MCP; ``http`` codes only the HTTP listener answers; ``client`` codes

@@ -43,7 +43,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memfs.daemon import rg_binary  # noqa: E402
+from memfs.daemon.serve import rg_binary  # noqa: E402
 from tests.support import (  # noqa: E402
     PYTHON,
     UID_A,

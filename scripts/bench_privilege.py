@@ -11,7 +11,7 @@ for its CPU time:
   before issue 20 was merged), exported with ``git archive`` into a temporary directory
   and run with this checkout's venv;
 * system: this checkout's, started as root with a system config, which drops to the
-  service user ``memfs`` once its privileged phase is done (memfs/privilege.py);
+  service user ``memfs`` once its privileged phase is done (memfs/daemon/privilege.py);
 * personal: this checkout's ``memfs serve --personal --config F``, started by a normal
   user itself (``memfs-bench``, made with useradd if missing and then removed again),
   with HOME and XDG_RUNTIME_DIR of its own: no privilege anywhere.

@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memfs.daemon import rg_binary  # noqa: E402
+from memfs.daemon.serve import rg_binary  # noqa: E402
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir  # noqa: E402
 
 RUNS = 3

@@ -4,8 +4,8 @@ Tests run as root. Agents are plain numeric uids (no passwd entry needed); a cli
 for uid U is a socket connected while the test process's effective uid is U, which
 is exactly what the daemon reads with SO_PEERCRED. Daemons are started as root, so
 each one serves as the service user DAEMON_USER after its privileged phase
-(memfs/privilege.py): a file a test plants in a backing directory as an operator's
-change must be that user's (`plant`), as the README tells operators.
+(memfs/daemon/privilege.py): a file a test plants in a backing directory as an
+operator's change must be that user's (`plant`), as the README tells operators.
 """
 
 from __future__ import annotations

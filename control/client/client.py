@@ -70,8 +70,8 @@ StrList = list[str]  # `list` is also a method name inside Client
 
 def default_socket() -> str:
     """``MEMFS_SOCKET``, else the personal daemon's socket when this user runs one
-    (memfs/personal.py: a socket of this uid there), else the system one."""
-    from memfs.personal import running_socket
+    (memfs/places.py: a socket of this uid there), else the system one."""
+    from memfs.places import running_socket
 
     return os.environ.get("MEMFS_SOCKET") or running_socket() or DEFAULT_SOCKET
 

@@ -154,8 +154,8 @@ def bind_http(http: HttpConfig) -> BoundHttp:
     """Load the TLS certificate and key (when configured) and bind ``http.listen``
     (every address the host name has; port 0: any free port). Blocking, no event loop
     needed: a daemon started as root does it before it drops root, so the key may be
-    readable by root only (memfs/privilege.py). Raises OSError when the certificate
-    cannot be loaded or an address cannot be bound."""
+    readable by root only (memfs/daemon/privilege.py). Raises OSError when the
+    certificate cannot be loaded or an address cannot be bound."""
     host, port = http.address
     tls = None
     if http.tls_cert is not None and http.tls_key is not None:

@@ -110,7 +110,7 @@ def log(call: Call, request: LogRequest) -> dict[str, Any]:
     target = None if request.path is None else call.store_or_path(request.path)
     since = None if request.since is None else parse_time(request.since)
     until = None if request.until is None else parse_time(request.until)
-    entries = call.engine.log(call.agent, target, limit=request.limit, since=since,
+    entries = call.engine.history.log(call.agent, target, limit=request.limit, since=since,
                               until=until, start=request.rev, author=request.author,
                               patch=request.patch)
     return {"entries": [entry_fields(store, entry) for store, entry in entries]}
@@ -119,7 +119,7 @@ def log(call: Call, request: LogRequest) -> dict[str, Any]:
 @operation(ShowRequest, summary="A file as it was at REV")
 def show(call: Call, request: ShowRequest) -> dict[str, Any]:
     path = call.path(request.path)
-    commit, data = call.engine.version_at(call.agent, path, request.rev)
+    commit, data = call.engine.history.version_at(call.agent, path, request.rev)
     result: dict[str, Any] = {"path": str(path), "rev": commit, "short": commit[:7],
                               "size": len(data)}
     if request.encoding != "text":
@@ -145,7 +145,7 @@ def diff(call: Call, request: DiffRequest) -> dict[str, Any]:
             new = rest
         if not old or (dots and not rest):
             raise InvalidInput(f"bad range {request.rev!r}: use REV or REV..REV")
-    found = call.engine.diff(call.agent, path, old, new)
+    found = call.engine.history.diff(call.agent, path, old, new)
     return {"path": str(path), "old": found.old, "new": found.new, "diff": found.text}
 
 

@@ -26,7 +26,7 @@ from memfs.store.errors import InvalidInput
 from memfs.store.paths import MemPath
 
 if TYPE_CHECKING:
-    from memfs.store.engine import Pinned
+    from memfs.store.versions import Pinned
 
 
 class ListRequest(BaseRequest):

@@ -111,8 +111,8 @@ def bind_listener(path: Path) -> stdsocket.socket:
     """Bind and listen on the control socket (mode 0666: any local uid may connect;
     the kernel tells us who it is). Clears a stale socket file; raises SocketInUse for
     a live one. Blocking, no event loop needed: a daemon started as root binds it
-    before it drops root (memfs/privilege.py); serve it with ``trio.SocketListener(
-    trio.socket.from_stdlib_socket(sock))``."""
+    before it drops root (memfs/daemon/privilege.py); serve it with
+    ``trio.SocketListener(trio.socket.from_stdlib_socket(sock))``."""
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     _clear_stale_socket(path)
     sock = stdsocket.socket(stdsocket.AF_UNIX, stdsocket.SOCK_STREAM)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from memfs.config import Config
 from memfs.fuse.mount import MountError, detach, mount_type, prepare_mountpoint
-from memfs.privilege import service_user
+from memfs.service_user import service_user
 
 _SYS_PIDFD_GETFD = 438  # the same number on every architecture
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOATIME = 1, 2, 4, 1024

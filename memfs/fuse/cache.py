@@ -10,9 +10,9 @@ inode, name) before the backing directory is looked at, and a commit through thi
 daemon invalidates the entries of its file's name and of every directory above it
 before the writer is answered, so a created name is visible to the very next walk of
 any agent. A name created by another daemon on the same root is noticed through the
-store's generation counter (`store_changed`, within a poll of memfs/daemon.py); one
-planted by hand appears within ENTRY_TIMEOUT (as attributes changed that way refresh
-within ATTR_TIMEOUT).
+store's generation counter (`store_changed`, within a poll of memfs/daemon/serve.py);
+one planted by hand appears within ENTRY_TIMEOUT (as attributes changed that way
+refresh within ATTR_TIMEOUT).
 
 Versions and the page cache. ``open`` pins the current version with
 ``Engine.open_version`` (records it as seen) and every ``read`` is a ``pread`` on the
@@ -37,8 +37,9 @@ on the same root (`store_changed`); a store directory's own times within
 STORE_ATTR_REFRESH (its reply is sent on every path walk, so its fstat is reused for
 that long, and dropped by every commit through this daemon or another).
 
-`KernelCache` is a mixin of `memfs.fuse.view.MemoryView`, whose ``__init__`` sets up
-the state declared on it and whose ``attach`` registers `committed` with the engine.
+`KernelCache` is built by the view (memfs/fuse/view.py) on its node table and owns
+the negative entries and the kernel notifications; the view's ``attach`` registers
+`committed` with the engine.
 """
 
 from __future__ import annotations
@@ -47,41 +48,53 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
 
 import pyfuse3
 
-from memfs.fuse.nodes import (
-    ATTR_TIMEOUT,
-    ENTRY_TIMEOUT,
-    ROOT,
-    Handle,
-    Node,
-    NodeTable,
-    _Counters,
-    _ident,
-)
+from memfs.fuse.nodes import ATTR_TIMEOUT, ENTRY_TIMEOUT, Node, NodeTable, _ident
 from memfs.store.paths import MemPath
 
 NEGATIVE_LIMIT = 65536  # negative entries (below stores) tracked for invalidation
 
 
-class KernelCache(NodeTable):
-    """Negative-entry bookkeeping, page-cache ownership and the commit listener."""
+class KernelCache:
+    """Negative-entry bookkeeping, page-cache ownership and the commit listener, for
+    the nodes of ``nodes``."""
 
-    # (parent ino, name) -> monotonic time after which the kernel has dropped it
-    _negative: dict[tuple[int, bytes], float]
-    _epoch_ended: dict[int, float]  # hand-out epoch -> when it ended (store_changed)
-    _loop_thread: int | None
-    _notify_lock: threading.Lock  # held around kernel notifications
-    _attached: bool
-    _handles: dict[int, Handle]
-    _next_fh: Iterator[int]
-    counters: _Counters
+    def __init__(self, nodes: NodeTable) -> None:
+        self._nodes = nodes
+        # (parent ino, name) -> monotonic time after which the kernel has dropped it; a
+        # commit through this daemon that creates such a name invalidates the entry
+        self._negative: dict[tuple[int, bytes], float] = {}
+        self._lock = threading.Lock()  # the negative entries: the listener runs off-loop
+        self.negative_entry = pyfuse3.EntryAttributes()
+        self.negative_entry.st_ino = 0  # "does not exist", cached for entry_timeout
+        self.negative_entry.entry_timeout = ENTRY_TIMEOUT
+        self.negative_entry.attr_timeout = 0
+        self._loop_thread: int | None = None
+        # Held around kernel notifications so that none runs after the session closes.
+        self._notify_lock = threading.Lock()
+        self._attached = False
+
+    # -- lifecycle (the view's attach and detach) -----------------------------------
+
+    def attach(self) -> None:
+        """Notify the kernel from now on; the calling thread serves the requests."""
+        self._loop_thread = threading.get_ident()
+        self._attached = True
+
+    def detach(self) -> None:
+        """Notify the kernel no more (its session is closing)."""
+        # A commit still finishing in a worker thread may be notifying the kernel:
+        # wait for it (bounded: it can only block on a read we no longer answer).
+        locked = self._notify_lock.acquire(timeout=5)
+        self._attached = False
+        if locked:
+            self._notify_lock.release()
 
     # -- negative entries -----------------------------------------------------------
 
-    def _note_negative(self, key: tuple[int, bytes]) -> bool:
+    def note_negative(self, key: tuple[int, bytes]) -> bool:
         """Record that ``key`` may get a negative entry; False when the table is full
         (the lookup then answers a plain, uncached ENOENT)."""
         now = time.monotonic()
@@ -94,42 +107,46 @@ class KernelCache(NodeTable):
             self._negative[key] = now + ENTRY_TIMEOUT + 1.0  # + margin: kernel jiffies
         return True
 
+    def found(self, key: tuple[int, bytes]) -> None:
+        """The name of a `note_negative` exists after all: no negative entry for it."""
+        self._negative.pop(key, None)
+
     # -- page-cache ownership -------------------------------------------------------
 
-    def _opened(self, node: Node, fd: int, st: os.stat_result) -> pyfuse3.FileInfo:
-        """The handle of a pinned version: decides how it may use the page cache."""
+    def opened(self, node: Node, st: os.stat_result) -> tuple[bool, bool]:
+        """How a new handle of the version just pinned (``st``) may use the page cache:
+        (keep_cache, direct_io). A handle that is not direct_io counts as one of the
+        owner version's until `released`."""
         ident = _ident(st)
         keep_cache = direct_io = False
         if node.owner_handles == 0:
             keep_cache = node.owner == ident
             node.owner, node.owner_stat = ident, st
             node.owner_handles = 1
-            cached = True
             if not keep_cache or node.last_size != st.st_size:
                 # The kernel may hold another version's size: make it ask again
                 # before the first cached read (attributes only: never blocks).
                 with contextlib.suppress(OSError):
                     pyfuse3.invalidate_inode(node.ino, attr_only=True)
         elif node.owner == ident:
-            keep_cache = cached = True
+            keep_cache = True
             node.owner_handles += 1
         else:
-            direct_io, cached = True, False  # another version owns the page cache
-        fh = next(self._next_fh)
-        self._handles[fh] = Handle(fd, node, cached, st.st_size)
-        if keep_cache:
-            self.counters.keep_cache += 1
-        if direct_io:
-            self.counters.direct_io += 1
-        return pyfuse3.FileInfo(fh=fh, keep_cache=keep_cache, direct_io=direct_io)
+            direct_io = True  # another version owns the page cache
+        return keep_cache, direct_io
+
+    def released(self, node: Node) -> None:
+        """A handle `opened` without direct_io is closed."""
+        node.owner_handles -= 1
+        if node.owner_handles == 0:
+            node.owner_stat = None  # used only while open; ~0.7 KB a file kept else
 
     # -- commits: drop what the kernel caches about a changed file --------------------
 
     def committed(self, path: MemPath) -> None:
         """Engine commit listener (called in the committing worker thread, after the
         new version is in place and before the caller is answered)."""
-        with self._lock:
-            self._commit_epoch += 1  # store directories' times are read again
+        self._nodes.note_commit()  # store directories' times are read again
         if threading.get_ident() == self._loop_thread:
             # Never block the loop that serves the reads an invalidation waits for.
             threading.Thread(target=self._invalidate, args=(path,), daemon=True).start()
@@ -142,12 +159,12 @@ class KernelCache(NodeTable):
                 self._notify(path)
 
     def _notify(self, path: MemPath) -> None:
-        for top in self._views():  # personal mode: the file in each agent's view
+        for top in self._nodes.views():  # personal mode: the file in each agent's view
             self._notify_view(path, top)
 
     def _notify_view(self, path: MemPath, top: Node) -> None:
         self._drop_negative(path, top)
-        parent = self._find(path.store, path.parts[:-1], True, top)
+        parent = self._nodes.find(path.store, path.parts[:-1], True, top)
         node = None if parent is None else parent.child(path.parts[-1], False)
         if node is not None:
             node.last_size = None
@@ -156,7 +173,7 @@ class KernelCache(NodeTable):
         if parent is not None:
             with contextlib.suppress(OSError):
                 pyfuse3.invalidate_inode(parent.ino, attr_only=True)
-            if node is not None and self._backing_stat(path.store, path.parts) is None:
+            if node is not None and self._nodes.backing_stat(path.store, path.parts) is None:
                 # Deleted: drop the dentry now (blocking is fine off the loop).
                 with contextlib.suppress(OSError):
                     pyfuse3.invalidate_entry(parent.ino, node.name, deleted=node.ino)
@@ -173,25 +190,14 @@ class KernelCache(NodeTable):
         the next stat: getattr finds nothing). The page cache needs nothing: the next
         open pins the current version and keeps the pages only if they are its own.
         A lookup in flight while this runs can still hand out what it saw before the
-        change: callers call again a poll later (memfs/daemon.py). Blocking: call from
-        a worker thread, never from the loop that serves requests."""
+        change: callers call again a poll later (memfs/daemon/serve.py). Blocking: call
+        from a worker thread, never from the loop that serves requests."""
         now = time.monotonic()
         horizon = now - max(ENTRY_TIMEOUT, ATTR_TIMEOUT) - 1.0  # + margin: kernel jiffies
+        nodes = self._nodes.handed_out(store, now, horizon)
         with self._lock:
-            self._commit_epoch += 1  # store directories' times are read again
-            # Nodes handed out in an epoch that ended before the horizon have expired
-            # from the kernel's caches by now: those are skipped.
-            recent = {epoch for epoch, ended in self._epoch_ended.items() if ended > horizon}
-            recent.add(self._hand_epoch)
-            self._epoch_ended = {epoch: self._epoch_ended[epoch] for epoch in recent
-                                 if epoch != self._hand_epoch}
-            self._epoch_ended[self._hand_epoch] = now
-            self._hand_epoch += 1
-            # (a child of the root, a store in system mode, is answered afresh anyway)
-            nodes = [node for node in self._nodes.values()
-                     if node.store == store and node.parent != ROOT and node.handed in recent]
             negatives = [(key, until) for key, until in self._negative.items()
-                         if until > now and self._nodes[key[0]].store == store]
+                         if until > now and self._nodes.node(key[0]).store == store]
             for key, _until in negatives:
                 del self._negative[key]
         with self._notify_lock:
@@ -210,7 +216,7 @@ class KernelCache(NodeTable):
         the file's name or any directory above it (a commit may have created them):
         the next walk asks again."""
         now = time.monotonic()
-        directory = self._find(path.store, (), True, top)
+        directory = self._nodes.find(path.store, (), True, top)
         for name in path.parts:
             if directory is None:
                 return  # never looked up: the kernel has no entry below it

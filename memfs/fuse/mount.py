@@ -4,8 +4,8 @@ Two ways to mount. `mount` prepares the mount point (creates it, clears a stale
 mount left by a daemon that died) and mounts with ``fsname=memfs,ro,auto_unmount``
 (and ``allow_other`` when other uids than the daemon's use the mount; no
 ``default_permissions``: the daemon decides per agent). The daemon is never root by
-then (memfs/privilege.py): libfuse mounts through the setuid ``fusermount3``, which,
-with ``auto_unmount``, stays running as a tiny root helper that only waits for the
+then (memfs/daemon/privilege.py): libfuse mounts through the setuid ``fusermount3``,
+which, with ``auto_unmount``, stays running as a tiny root helper that only waits for the
 daemon's end of a socket to close and then unmounts, so a daemon that is killed
 leaves no mount behind. `serve_mount` serves until cancelled; `Mount.close` then
 ends the FUSE session without ``fusermount3 -u`` (no_new_privs forbids it) and lets
@@ -55,7 +55,7 @@ import trio
 
 from memfs.errors import MemfsError
 from memfs.fuse.view import MemoryView
-from memfs.privilege import make_folders
+from memfs.places import make_folders
 from memfs.store.engine import Engine
 
 log = logging.getLogger("memfs.fuse.mount")
@@ -327,7 +327,8 @@ def mount(engine: Engine, mountpoint: Path, *, allow_other: bool) -> FusermountM
     """Mount the view of ``engine`` at ``mountpoint`` (with ``allow_other``: usable by
     other uids than the daemon's, which needs ``user_allow_other`` in
     /etc/fuse.conf); raises MountError saying what to check. Blocking; call it before
-    no_new_privs is set (memfs/privilege.py): libfuse runs the setuid fusermount3."""
+    no_new_privs is set (memfs/daemon/privilege.py): libfuse runs the setuid
+    fusermount3."""
     mountpoint = Path(mountpoint)
     prepare_mountpoint(mountpoint)
     view = MemoryView(engine)

@@ -15,25 +15,30 @@ Anything deeper is cached for ENTRY_TIMEOUT and ATTR_TIMEOUT, and its attributes
 built once per (size, mtime, ctime). While cached handles of a file are open its
 attributes are those of the version that owns the page cache (memfs/fuse/cache.py).
 
-`NodeTable` is a mixin of `memfs.fuse.view.MemoryView`, whose ``__init__`` sets up
-the state declared on it.
+Hand-out epochs. Each node notes the epoch in which its entry or attributes last went
+to the kernel (``Node.handed``); a change made by another daemon ends the epoch
+(`NodeTable.handed_out`), so the nodes the kernel may still cache are those handed in
+the epochs that ended within the kernel's timeouts.
+
+`NodeTable` is built by the view (memfs/fuse/view.py) and owns all of this: the nodes,
+their lock, the memo of attributes and the epochs.
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyfuse3
 
 from memfs.fuse.errors import _fail
 from memfs.store import backing
-from memfs.store.engine import Engine
 from memfs.store.errors import InvalidInput
 from memfs.store.lru import LRU
 from memfs.store.paths import MAX_NAME_BYTES, MemPath
@@ -44,8 +49,8 @@ ATTR_TIMEOUT = 5.0
 ROOT_ATTR_TIMEOUT = 1.0  # the root's own attributes (same for every agent)
 STORE_ATTR_REFRESH = 1.0  # a store directory's times, re-read at most this often
 BLKSIZE = 128 * 1024  # preferred I/O size reported to tools (cat, Python buffers)
-# nodes whose last attributes are kept for reuse (see _attrs): a listing of a few
-# thousand files is answered from it again and again; ~460 bytes each
+# nodes whose last attributes are kept for reuse (see NodeTable.attrs): a listing of a
+# few thousand files is answered from it again and again; ~460 bytes each
 ATTRS_MEMO = 4096
 
 # (st_dev, st_ino, st_mtime_ns, st_size), each as 64 bits of one int: identifies one
@@ -79,8 +84,8 @@ class Node:
     # (memfs/fuse/cache.py, store_changed); -1: never
     handed: int = -1
     # directories: name -> child node, files and directories apart (a name may have
-    # been both, over time); the only index by name (see _find). Keyed by the name
-    # object that ends the child's parts (no key of its own to keep); None for a
+    # been both, over time); the only index by name (see NodeTable.find). Keyed by the
+    # name object that ends the child's parts (no key of its own to keep); None for a
     # file (an empty dict would cost 64 bytes a file).
     files: dict[str, Node] | None = None
     dirs: dict[str, Node] | None = None
@@ -148,29 +153,36 @@ def _showable(name: str) -> bool:
 
 class NodeTable:
     """Nodes by inode number and, through their directories, by name; and their
-    attributes."""
+    attributes. ``store_fd`` gives a store's directory fd (the engine's); ``personal``:
+    the root holds agents' directories (memfs/fuse/view.py)."""
 
-    engine: Engine
-    _personal = False  # the root holds agents' directories (memfs/fuse/view.py)
-    _started_ns: int  # the root's times
-    _nodes: dict[int, Node]
-    _next_ino: Iterator[int]
-    _lock: threading.Lock  # node table: the commit listener reads it off-loop
-    _commit_epoch: int  # bumped by every commit through this daemon
-    _hand_epoch: int  # see Node.handed
-    # ino -> the last attributes built for it and the (size, mtime, ctime) they were
-    # built from; bounded (ATTRS_MEMO), not one per node
-    _attrs_memo: LRU[int, tuple[tuple[int, int, int], pyfuse3.EntryAttributes]]
+    def __init__(self, store_fd: Callable[[str], int], *, personal: bool = False,
+                 memo: int = ATTRS_MEMO) -> None:
+        self._store_fd = store_fd
+        self._personal = personal
+        self._started_ns = time.time_ns()  # the root's times
+        self.root = Node(ROOT, "", (), True, ROOT, files={}, dirs={})
+        self._nodes: dict[int, Node] = {ROOT: self.root}
+        self._next_ino = itertools.count(ROOT + 1)
+        self._lock = threading.Lock()  # the commit listener reads the table off-loop
+        self._commit_epoch = 0  # bumped by every commit (store directories' times)
+        self._hand_epoch = 0  # see Node.handed
+        self._epoch_ended: dict[int, float] = {}  # past hand-out epoch -> when it ended
+        # ino -> the last attributes built for it and the (size, mtime, ctime) they were
+        # built from; bounded (``memo``), not one per node
+        self._attrs_memo: LRU[int, tuple[tuple[int, int, int], pyfuse3.EntryAttributes]] = \
+            LRU(memo)
 
     # -- the inode table ------------------------------------------------------------
 
-    def _node(self, inode: int) -> Node:
+    def node(self, inode: int) -> Node:
+        """The node of ``inode``; ENOENT (a FUSEError) if there is none."""
         node = self._nodes.get(inode)
         if node is None:
             raise _fail(errno.ENOENT)
         return node
 
-    def _child(self, parent: Node, name: str, is_dir: bool) -> Node:
+    def child(self, parent: Node, name: str, is_dir: bool) -> Node:
         """The node of ``name`` (a directory or not) in the directory ``parent``, made
         on first use. The root holds stores only (in personal mode agents' directories,
         which hold stores only)."""
@@ -199,36 +211,60 @@ class NodeTable:
                     children[name] = node  # the same object as parts[-1]
         return node
 
-    def _views(self) -> list[Node]:
+    def views(self) -> list[Node]:
         """The top of each view: the root, or in personal mode each agent's directory
         the kernel was told of."""
-        root = self._nodes[ROOT]
         if not self._personal:
-            return [root]
-        assert root.dirs is not None
+            return [self.root]
+        assert self.root.dirs is not None
         with self._lock:  # the loop thread may add one meanwhile
-            return list(root.dirs.values())
+            return list(self.root.dirs.values())
 
-    def _find(self, store: str, parts: tuple[str, ...], is_dir: bool,
-              top: Node | None = None) -> Node | None:
+    def find(self, store: str, parts: tuple[str, ...], is_dir: bool,
+             top: Node | None = None) -> Node | None:
         """The node of STORE/PARTS in the view below ``top`` (default: the root), if
         one was ever made (the kernel was told of it); found through the directories'
         children (no second index: ~100 bytes a node saved)."""
-        node = (top or self._nodes[ROOT]).child(store, True)
+        node = (top or self.root).child(store, True)
         for depth, name in enumerate(parts):
             if node is None:
                 return None
             node = node.child(name, is_dir if depth == len(parts) - 1 else True)
         return node
 
+    # -- epochs -------------------------------------------------------------------
+
+    def note_commit(self) -> None:
+        """A commit through this daemon: store directories' times are read again."""
+        with self._lock:
+            self._commit_epoch += 1
+
+    def handed_out(self, store: str, now: float, horizon: float) -> list[Node]:
+        """Another daemon changed ``store``: end the hand-out epoch (at monotonic time
+        ``now``) and return the nodes below the store whose entry or attributes the
+        kernel may still cache: handed out in this epoch or in one that ended after
+        ``horizon`` (older ones have expired from the kernel's caches). Children of
+        the root are left out: they are answered afresh anyway. Store directories'
+        times are read again, as after a commit."""
+        with self._lock:
+            self._commit_epoch += 1
+            recent = {epoch for epoch, ended in self._epoch_ended.items() if ended > horizon}
+            recent.add(self._hand_epoch)
+            self._epoch_ended = {epoch: self._epoch_ended[epoch] for epoch in recent
+                                 if epoch != self._hand_epoch}
+            self._epoch_ended[self._hand_epoch] = now
+            self._hand_epoch += 1
+            return [node for node in self._nodes.values()
+                    if node.store == store and node.parent != ROOT and node.handed in recent]
+
     # -- attributes ---------------------------------------------------------------
 
-    def _backing_stat(self, store: str, parts: tuple[str, ...], *,
-                      attempts: int = backing.STALE_ATTEMPTS) -> os.stat_result | None:
+    def backing_stat(self, store: str, parts: tuple[str, ...], *,
+                     attempts: int = backing.STALE_ATTEMPTS) -> os.stat_result | None:
         """lstat of STORE/PARTS in the backing directory, never following a symlink.
         ESTALE (another host replaced the file while we looked it up) is looked up
         again, ``attempts`` times in all."""
-        store_fd = self.engine.store_fd(store)
+        store_fd = self._store_fd(store)
         if not parts:
             return os.fstat(store_fd)
         try:
@@ -244,9 +280,9 @@ class NodeTable:
                 raise
         finally:
             os.close(parent)
-        return self._backing_stat(store, parts, attempts=attempts - 1)
+        return self.backing_stat(store, parts, attempts=attempts - 1)
 
-    def _root_attrs(self) -> pyfuse3.EntryAttributes:
+    def root_attrs(self) -> pyfuse3.EntryAttributes:
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = ROOT
         attrs.st_mode = stat.S_IFDIR | 0o555
@@ -258,24 +294,24 @@ class NodeTable:
         attrs.entry_timeout = ROOT_ATTR_TIMEOUT
         return attrs
 
-    def _agent_attrs(self, node: Node) -> pyfuse3.EntryAttributes:
+    def agent_attrs(self, node: Node) -> pyfuse3.EntryAttributes:
         """An agent's directory (personal mode): the root's times, timeouts 0 (it is
         the child of the root that every path walk revalidates, as a store directory
         is in system mode); one reply object per agent, reused."""
         attrs = node.store_entry
         if attrs is None:
-            attrs = node.store_entry = self._root_attrs()
+            attrs = node.store_entry = self.root_attrs()
             attrs.st_ino = node.ino
             attrs.attr_timeout = attrs.entry_timeout = 0
         node.handed = self._hand_epoch
         return attrs
 
-    def _attrs(self, node: Node, st: os.stat_result) -> pyfuse3.EntryAttributes:
+    def attrs(self, node: Node, st: os.stat_result) -> pyfuse3.EntryAttributes:
         if not node.is_dir and node.owner_handles and node.owner_stat is not None:
             st = node.owner_stat  # keep i_size equal to the pages being served
         # Built once per (size, mtime, ctime): a listing of 2,000 files rebuilt them all
         # on every opendir. Never mutated once built (store replies are not memoised:
-        # _store_attrs updates those in place).
+        # store_attrs updates those in place).
         key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         node.handed = self._hand_epoch
         memo = self._attrs_memo.get(node.ino)
@@ -300,7 +336,7 @@ class NodeTable:
         attrs.st_atime_ns = st.st_mtime_ns
         attrs.st_mtime_ns = st.st_mtime_ns
         attrs.st_ctime_ns = st.st_ctime_ns
-        if node.parent == ROOT:  # a store directory (see _store_attrs)
+        if node.parent == ROOT:  # a store directory (see store_attrs)
             attrs.entry_timeout = 0
             attrs.attr_timeout = 0
         else:
@@ -309,15 +345,7 @@ class NodeTable:
             self._attrs_memo.put(node.ino, (key, attrs))
         return attrs
 
-    def _kind(self, st: os.stat_result) -> bool | None:
-        """True for a directory, False for a regular file, None for anything hidden."""
-        if stat.S_ISDIR(st.st_mode):
-            return True
-        if backing.is_kept(st):
-            return False
-        return None
-
-    def _store_attrs(self, node: Node) -> pyfuse3.EntryAttributes:
+    def store_attrs(self, node: Node) -> pyfuse3.EntryAttributes:
         """A store directory's reply (timeouts 0), one object per store updated in
         place: pyfuse3 copies it into the reply before the next request runs."""
         attrs = node.store_entry
@@ -329,11 +357,20 @@ class NodeTable:
                 node.store_epoch == self._commit_epoch):
             return attrs
         epoch = self._commit_epoch
-        st = os.fstat(self.engine.store_fd(node.store))
+        st = os.fstat(self._store_fd(node.store))
         if attrs is None:
-            attrs = node.store_entry = self._attrs(node, st)
+            attrs = node.store_entry = self.attrs(node, st)
         else:
             attrs.st_atime_ns = attrs.st_mtime_ns = st.st_mtime_ns
             attrs.st_ctime_ns = st.st_ctime_ns
         node.store_epoch, node.store_fresh_until = epoch, now + STORE_ATTR_REFRESH
         return attrs
+
+
+def kind_of(st: os.stat_result) -> bool | None:
+    """True for a directory, False for a regular file, None for anything hidden."""
+    if stat.S_ISDIR(st.st_mode):
+        return True
+    if backing.is_kept(st):
+        return False
+    return None

@@ -30,11 +30,13 @@ agent's seen record are answered from memory while provably unchanged (see
 memfs/store/versions.py and memfs/store/seen.py), so a warm open reads no xattr at all and writes
 one only when the agent's record differs from the version it pins.
 
-The parts. This module holds the request handlers (`MemoryView`) and the identity
-checks; memfs/fuse/nodes.py the inode table and the attributes handed to the kernel
-(Inodes, Attributes); memfs/fuse/cache.py negative entries, page-cache ownership
-across versions and the commit listener (Negative entries, Versions and the page
-cache); memfs/fuse/errors.py the translation of exceptions to errnos.
+The parts. This module holds the request handlers (`MemoryView`), the identity
+checks and the open handles; the view builds its two collaborators: ``view.nodes``
+(memfs/fuse/nodes.py `NodeTable`: the inode table and the attributes handed to the
+kernel; Inodes, Attributes) and ``view.cache`` (memfs/fuse/cache.py `KernelCache`:
+negative entries, page-cache ownership across versions and the commit listener;
+Negative entries, Versions and the page cache); memfs/fuse/errors.py translates
+exceptions to errnos.
 """
 
 from __future__ import annotations
@@ -45,8 +47,6 @@ import itertools
 import logging
 import os
 import stat
-import threading
-import time
 from collections.abc import Sequence
 from time import perf_counter_ns
 from typing import Any, NoReturn
@@ -58,21 +58,20 @@ from memfs.errors import MemfsError
 from memfs.fuse.cache import KernelCache
 from memfs.fuse.errors import _errno_of, _fail, guarded, guarded_sync
 from memfs.fuse.nodes import (
-    ATTRS_MEMO,
-    ENTRY_TIMEOUT,
     ROOT,
     DirHandle,
     Handle,
     Node,
+    NodeTable,
     _Counters,
     _showable,
+    kind_of,
 )
 from memfs.fuse.scans import ScanDetector
 from memfs.fuse.stats import COUNT, SAMPLE_MASK, sample, stats_for
 from memfs.store import backing
 from memfs.store.engine import Engine
 from memfs.store.errors import InvalidInput
-from memfs.store.lru import LRU
 
 log = logging.getLogger("memfs.fuse.mount")
 
@@ -84,7 +83,7 @@ WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT
 _OPEN_STATS = stats_for("open")
 
 
-class MemoryView(KernelCache, pyfuse3.Operations):
+class MemoryView(pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
     enable_acl = False
@@ -97,27 +96,14 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         # personal mode: the one uid served; agents are the root's directories
         self._owner = None if self.config.personal is None else self.config.personal.owner
         self._personal = self._owner is not None
-        self._started_ns = time.time_ns()
-        root = Node(ROOT, "", (), True, ROOT, files={}, dirs={})
-        self._nodes: dict[int, Node] = {ROOT: root}
-        self._attrs_memo = LRU(ATTRS_MEMO)
-        self._next_ino = itertools.count(ROOT + 1)
+        self.nodes = NodeTable(engine.store_fd, personal=self._personal)
+        self.cache = KernelCache(self.nodes)
         self._handles: dict[int, Handle] = {}
         self._dirs: dict[int, DirHandle] = {}
         self._next_fh = itertools.count(1)
-        self._lock = threading.Lock()  # node table: the commit listener reads it off-loop
-        self._loop_thread: int | None = None
-        # Held around kernel notifications so that none runs after the session closes.
-        self._notify_lock = threading.Lock()
-        self._attached = False
         self.counters = _Counters()
         self._scans = ScanDetector(self.config.scans.tools,
                                    self.config.scans.max_opens_per_second)
-        self._commit_epoch = 0  # bumped by every commit through this daemon
-        # Changes made through other daemons (store_changed): the hand-out epoch and
-        # when each past epoch ended (memfs/fuse/cache.py).
-        self._hand_epoch = 0
-        self._epoch_ended: dict[int, float] = {}
         # (uid, name) -> store node, for every store the uid's agent may read: the
         # root lookup, sent on every path walk through a store, is one dict probe.
         self._root_entries: dict[tuple[int, bytes], Node] = {}
@@ -125,33 +111,19 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         for uid, agent in self._agent_by_uid.items():
             for store in self.engine.readable_stores(agent):
                 if store in self.config.stores and _showable(store):
-                    node = self._child(root, store, True)
+                    node = self.nodes.child(self.nodes.root, store, True)
                     self._root_entries[(uid, node.name)] = node
-        # Negative entries handed to the kernel below stores, (parent ino, name) ->
-        # monotonic time after which the kernel has surely dropped them; a commit
-        # through this daemon that creates such a name invalidates the entry.
-        self._negative: dict[tuple[int, bytes], float] = {}
-        self._negative_entry = pyfuse3.EntryAttributes()
-        self._negative_entry.st_ino = 0  # "does not exist", cached for entry_timeout
-        self._negative_entry.entry_timeout = ENTRY_TIMEOUT
-        self._negative_entry.attr_timeout = 0
 
     # -- lifecycle (called by memfs.fuse.mount) -----------------------------------------
 
     def attach(self) -> None:
-        self._loop_thread = threading.get_ident()
-        self._attached = True
-        self.engine.commit_listeners.append(self.committed)
+        self.cache.attach()
+        self.engine.commit_listeners.append(self.cache.committed)
 
     def detach(self) -> None:
         with contextlib.suppress(ValueError):
-            self.engine.commit_listeners.remove(self.committed)
-        # A commit still finishing in a worker thread may be notifying the kernel:
-        # wait for it (bounded: it can only block on a read we no longer answer).
-        locked = self._notify_lock.acquire(timeout=5)
-        self._attached = False
-        if locked:
-            self._notify_lock.release()
+            self.engine.commit_listeners.remove(self.cache.committed)
+        self.cache.detach()
         for handle in self._handles.values():
             with contextlib.suppress(OSError):
                 os.close(handle.fd)
@@ -175,7 +147,7 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         cannot see, EACCES for anything below one (only reachable through a leaked
         fd). In personal mode the owner sees every agent's view, whole (a store node
         is made only for a store of the config)."""
-        node = self._node(inode)
+        node = self.nodes.node(inode)
         agent = self._agent(ctx, node)
         if node.ino != ROOT and (agent is None if self._personal
                                  else not self._may_read(agent, node.store)):
@@ -196,7 +168,7 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             node = self._root_entries.get((ctx.uid, name))
             if node is None:
                 raise _fail(errno.ENOENT)
-            return self._store_attrs(node)
+            return self.nodes.store_attrs(node)
         parent, _agent = self._visible_node(parent_inode, ctx)
         if not parent.is_dir:
             raise _fail(errno.ENOTDIR)
@@ -206,21 +178,21 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         if parent.is_agent:  # personal mode: a store in an agent's view
             if text not in self.config.stores:
                 raise _fail(errno.ENOENT)
-            node = self._child(parent, text, True)
-            return self._attrs(node, os.fstat(self.engine.store_fd(text)))
+            node = self.nodes.child(parent, text, True)
+            return self.nodes.attrs(node, os.fstat(self.engine.store_fd(text)))
         # Recorded before looking, so that a commit creating the name while we look
         # finds the record and invalidates the entry we are about to hand out.
         key = (parent.ino, name)
-        cacheable = self._note_negative(key)
-        st = self._backing_stat(parent.store, (*parent.parts, text))
-        kind = None if st is None else self._kind(st)
+        cacheable = self.cache.note_negative(key)
+        st = self.nodes.backing_stat(parent.store, (*parent.parts, text))
+        kind = None if st is None else kind_of(st)
         if st is None or kind is None:
             if cacheable:
-                return self._negative_entry  # ENOENT, cached by the kernel
+                return self.cache.negative_entry  # ENOENT, cached by the kernel
             raise _fail(errno.ENOENT)
         if cacheable:
-            self._negative.pop(key, None)
-        return self._attrs(self._child(parent, text, kind), st)
+            self.cache.found(key)
+        return self.nodes.attrs(self.nodes.child(parent, text, kind), st)
 
     def _agent_entry(self, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         """Personal mode: the root's entry ``name``, a registered agent's directory,
@@ -233,8 +205,8 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             text = os.fsdecode(name)
             if not _showable(text) or text not in self.engine.agents:
                 raise _fail(errno.ENOENT)
-            node = self._agent_nodes[name] = self._child(self._nodes[ROOT], text, True)
-        return self._agent_attrs(node)
+            node = self._agent_nodes[name] = self.nodes.child(self.nodes.root, text, True)
+        return self.nodes.agent_attrs(node)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         # Inode numbers stay allocated for the daemon's life (stable per path), so the
@@ -245,17 +217,17 @@ class MemoryView(KernelCache, pyfuse3.Operations):
     def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         node, _agent = self._visible_node(inode, ctx)
         if node.ino == ROOT:
-            return self._root_attrs()
+            return self.nodes.root_attrs()
         if node.is_agent:
-            return self._agent_attrs(node)
+            return self.nodes.agent_attrs(node)
         if node.is_store and not self._personal:
-            return self._store_attrs(node)
+            return self.nodes.store_attrs(node)
         if not node.is_dir and node.owner_handles and node.owner_stat is not None:
-            return self._attrs(node, node.owner_stat)
-        st = self._backing_stat(node.store, node.parts)
-        if st is None or self._kind(st) is not node.is_dir:
+            return self.nodes.attrs(node, node.owner_stat)
+        st = self.nodes.backing_stat(node.store, node.parts)
+        if st is None or kind_of(st) is not node.is_dir:
             raise _fail(errno.ENOENT)
-        return self._attrs(node, st)
+        return self.nodes.attrs(node, st)
 
     @guarded
     async def access(self, inode: int, mode: int, ctx: pyfuse3.RequestContext) -> bool:
@@ -295,17 +267,17 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             if handle.uid == self._owner:
                 for agent in self.engine.agents:
                     if _showable(agent):
-                        child = self._child(node, agent, True)
-                        entries.append((child.name, self._agent_attrs(child)))
+                        child = self.nodes.child(node, agent, True)
+                        entries.append((child.name, self.nodes.agent_attrs(child)))
             return entries
         if node.ino == ROOT or node.is_agent:
             if handle.agent is None:
                 return entries
             for store in self.engine.readable_stores(handle.agent):
                 if store in self.config.stores:
-                    child = self._child(node, store, True)
-                    entries.append((child.name,
-                                    self._attrs(child, os.fstat(self.engine.store_fd(store)))))
+                    child = self.nodes.child(node, store, True)
+                    entries.append((child.name, self.nodes.attrs(
+                        child, os.fstat(self.engine.store_fd(store)))))
             return entries
         store_fd = self.engine.store_fd(node.store)
         try:
@@ -319,7 +291,8 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             # The hot loop of a listing (rg lists every directory it searches): names,
             # then an lstat each (cheaper than scandir's DirEntry objects).
             files, dirs = node.files, node.dirs
-            attrs_of, add, lstat = self._attrs, entries.append, os.stat
+            attrs_of, child_of, add, lstat = (self.nodes.attrs, self.nodes.child,
+                                              entries.append, os.stat)
             assert files is not None and dirs is not None  # a directory's
             kept, fsencode = backing.is_kept, os.fsencode
             for name in sorted(os.listdir(dir_fd)):
@@ -330,9 +303,9 @@ class MemoryView(KernelCache, pyfuse3.Operations):
                 except OSError:
                     continue
                 if kept(st):
-                    child = files.get(name) or self._child(node, name, False)
+                    child = files.get(name) or child_of(node, name, False)
                 elif stat.S_ISDIR(st.st_mode):
-                    child = dirs.get(name) or self._child(node, name, True)
+                    child = dirs.get(name) or child_of(node, name, True)
                 else:
                     continue  # symlinks, FIFOs, sockets, devices, hard links: hidden
                 add((fsencode(name), attrs_of(child, st)))
@@ -343,14 +316,14 @@ class MemoryView(KernelCache, pyfuse3.Operations):
     def _dots(self, node: Node) -> list[tuple[bytes, pyfuse3.EntryAttributes]]:
         """"." and ".." (the kernel takes only their inode numbers from readdirplus)."""
         if node.ino == ROOT:
-            here = self._root_attrs()
+            here = self.nodes.root_attrs()
         elif node.is_agent:
-            here = self._agent_attrs(node)
+            here = self.nodes.agent_attrs(node)
         else:
-            st = self._backing_stat(node.store, node.parts)
+            st = self.nodes.backing_stat(node.store, node.parts)
             if st is None:
                 raise _fail(errno.ENOENT)
-            here = self._attrs(node, st)
+            here = self.nodes.attrs(node, st)
         up = pyfuse3.EntryAttributes()
         up.st_ino = node.parent
         up.st_mode = stat.S_IFDIR | 0o555
@@ -419,6 +392,17 @@ class MemoryView(KernelCache, pyfuse3.Operations):
             if start:
                 sample(_OPEN_STATS, perf_counter_ns() - start)
 
+    def _opened(self, node: Node, fd: int, st: os.stat_result) -> pyfuse3.FileInfo:
+        """The handle of a pinned version, using the page cache as the cache allows."""
+        keep_cache, direct_io = self.cache.opened(node, st)
+        fh = next(self._next_fh)
+        self._handles[fh] = Handle(fd, node, not direct_io, st.st_size)
+        if keep_cache:
+            self.counters.keep_cache += 1
+        if direct_io:
+            self.counters.direct_io += 1
+        return pyfuse3.FileInfo(fh=fh, keep_cache=keep_cache, direct_io=direct_io)
+
     @guarded
     async def read(self, fh: int, off: int, size: int) -> bytes:
         handle = self._handles.get(fh)
@@ -431,10 +415,7 @@ class MemoryView(KernelCache, pyfuse3.Operations):
         if handle is None:
             return
         if handle.cached:
-            node = handle.node
-            node.owner_handles -= 1
-            if node.owner_handles == 0:
-                node.owner_stat = None  # used only while open; ~0.7 KB a file kept else
+            self.cache.released(handle.node)
         with contextlib.suppress(OSError):
             os.close(handle.fd)
 

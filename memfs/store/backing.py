@@ -38,7 +38,7 @@ def is_kept(st: os.stat_result) -> bool:
     """True for a file memfs shows: regular, one link, owned by the daemon's uid.
     (No link at all is fine: a version pinned open and since replaced or deleted.)
     The uid is asked each time: a daemon started as root drops to its service user
-    once, after this module is imported (memfs/privilege.py)."""
+    once, after this module is imported (memfs/daemon/privilege.py)."""
     return stat.S_ISREG(st.st_mode) and st.st_nlink <= 1 and st.st_uid == os.geteuid()
 
 

@@ -13,8 +13,10 @@ Layout under ROOT::
 The engine is synchronous and thread-safe: the daemon calls it from trio worker
 threads. Several engines (daemons) may share one ROOT: the store lock is an flock on
 a shared file and every decision reads the shared on-disk state. Every accepted change
-lands through one step under the store lock (commits.py): renames, the writer's seen
-records, one history commit.
+lands through one step under the store lock (store.py): renames, the writer's seen
+records, one history commit. The engine's parts: ``engine.history`` reads a store's
+history for an agent (history_reads.py), ``engine.unrecorded`` the reads for a person
+looking that record nothing (unrecorded.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,6 @@ import pygit2
 from memfs.config import Config, check_name
 from memfs.store import backing
 from memfs.store.agents import AgentRegistry
-from memfs.store.commits import Landing, Store
 from memfs.store.errors import (
     ABSENT,
     AgentRequired,
@@ -43,33 +44,15 @@ from memfs.store.errors import (
     refused_when_full,
 )
 from memfs.store.globs import compile_glob, literal_store
-from memfs.store.history import SINGLE_PATH_OPS, StoreHistory
-from memfs.store.history_ops import HistoryOps
-from memfs.store.looking import FileInfo, Looking
+from memfs.store.history import SINGLE_PATH_OPS
+from memfs.store.history_reads import HistoryReads
 from memfs.store.pages import Page, read_page
 from memfs.store.paths import MemPath, nameable
 from memfs.store.seen import SeenRecords
 from memfs.store.staging import Staged, Staging
-from memfs.store.versions import Version, appended_digest, version_of
-
-
-@dataclass(slots=True)
-class Pinned:
-    """An open, pinned version of a file: reads through ``fd`` return exactly the
-    bytes whose digest is ``version.digest``, whatever is committed later.
-    ``previous`` is what the agent had seen before this read (None: never);
-    ``stat`` is ``os.fstat(fd)`` when the pin was made by ``open_version``.
-    (Not frozen: a frozen dataclass's __init__ costs a microsecond per open through
-    the mount; treat it as read-only all the same.)"""
-
-    fd: int
-    version: Version
-    previous: str | None
-    stat: os.stat_result | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def changed_since_seen(self) -> bool:
-        return self.previous is not None and self.previous != self.version.digest
+from memfs.store.store import Landing, Store
+from memfs.store.unrecorded import UnrecordedReads
+from memfs.store.versions import FileInfo, Pinned, Version, appended_digest, version_of
 
 
 @dataclass(frozen=True)
@@ -107,7 +90,7 @@ RESERVED = ("sessions", "tasks", "decisions")  # folders of a structured store
 Reader = Callable[[str], bytes | None]  # path below a store -> its bytes, None if missing
 
 
-class Engine(HistoryOps, Looking):
+class Engine:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.root = config.root
@@ -130,6 +113,12 @@ class Engine(HistoryOps, Looking):
         self.agents: Collection[str] = (
             config.agents if config.personal is None
             else AgentRegistry(state, config.personal.owner))
+        self.history = HistoryReads(self._stores, self.seen, check_access=self.check_access,
+                                    readable_stores=self.readable_stores,
+                                    current_bytes=self.current_bytes)
+        self.unrecorded = UnrecordedReads(
+            self._stores, check_access=self.check_access,
+            pin=lambda agent, path: self.open_version(agent, path, record=False))
 
     def close(self) -> None:
         for store in self._stores.values():
@@ -147,7 +136,7 @@ class Engine(HistoryOps, Looking):
     def recover(self) -> dict[str, list[str]]:
         """At start-up: per store, under its lock, finish a change a crashed daemon
         left half done and record in history what differs from the files (see
-        memfs/store/commits.py). Returns the paths recorded, by store."""
+        memfs/store/store.py). Returns the paths recorded, by store."""
         recorded = {}
         for name, store in self._stores.items():
             with store.locked():
@@ -273,7 +262,7 @@ class Engine(HistoryOps, Looking):
     def _open_current(self, path: MemPath) -> tuple[int, os.stat_result] | None:
         """fd and fstat of the file's current version, or None if it does not exist.
         Raises InvalidInput (a symlink on the way, not a file memfs keeps)."""
-        return backing.open_kept(self._stores[path.store].fd, path.parts, path.encoded)
+        return self._stores[path.store].open_current(path)
 
     @backing.retry_stale
     def open_version(self, agent: str, path: MemPath, *, record: bool = True,
@@ -333,9 +322,7 @@ class Engine(HistoryOps, Looking):
         the file's absence."""
         pinned = self.open_version(agent, path, record=False, absent=True)
         os.close(pinned.fd)
-        version = pinned.version
-        return FileInfo(path, version.digest, version.size, pinned.previous,
-                        version.last_write.agent, version.last_write.at)
+        return FileInfo.of(path, pinned.version, pinned.previous)
 
     def changed_since_seen(self, agent: str, limit: int = 20) -> list[dict[str, Any]]:
         """Files in the agent's stores that changed (or went) since it last read or
@@ -375,9 +362,6 @@ class Engine(HistoryOps, Looking):
         fd, st = opened
         with backing.closing_fd(fd):
             return backing.read_all(fd, version_of(fd, st).size)
-
-    def _store_history(self, store: str) -> StoreHistory | None:
-        return self._stores[store].history
 
     @backing.retry_stale
     def _read_current(self, path: MemPath) -> tuple[Version, bytes]:
@@ -474,7 +458,7 @@ class Engine(HistoryOps, Looking):
         Conflict."""
         self.check_access(agent, path.store, write=True)
         self._plain_write(path)
-        commit, data = self.version_at(agent, path, rev)
+        commit, data = self.history.version_at(agent, path, rev)
         self._check_size(len(data))
         blob = self._stores[path.store].blob(data)
         with self._staging.stage(data, agent, _hex(blob)) as staged:
@@ -526,7 +510,7 @@ class Engine(HistoryOps, Looking):
                 if plan.op in SINGLE_PATH_OPS:  # the log reads those as one-path commits
                     raise ValueError(f"a plan's op cannot be {plan.op!r}")
                 # Several files wait in the store's landing directory, so that a crash
-                # at any point lands all of them or none (see commits.py).
+                # at any point lands all of them or none (see store.py).
                 into = handles.landing_fd if len(plan.writes) > 1 else None
                 for rel, data in sorted(plan.writes.items()):
                     path = _mem_path(store, rel)
@@ -619,7 +603,7 @@ class Engine(HistoryOps, Looking):
     def _append(self, agent: str, path: MemPath, data: bytes) -> Committed:
         """Append under the store lock, so no concurrent append is lost. An existing
         file grows in place (the cost is that of ``data``, not of the file; see
-        commits.Store.append); a missing one is created like a write."""
+        Store.append in store.py); a missing one is created like a write."""
         store = self._stores[path.store]
         parent = self._parent(path, create=True)
         name = path.parts[-1]

@@ -150,7 +150,7 @@ def _trailers(message: str) -> dict[str, str]:
 
 # The delegate uid on whose request the changes being made are (None: the agent's own),
 # set by the dispatcher around a delegate's request (`delegated`) and read where a
-# commit message is built (memfs/store/commits.py): every change of that request, in
+# commit message is built (memfs/store/store.py): every change of that request, in
 # whichever store, names the delegate, with no parameter through every layer between.
 _DELEGATE: contextvars.ContextVar[int | None] = contextvars.ContextVar("memfs_delegate",
                                                                        default=None)

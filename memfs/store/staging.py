@@ -64,7 +64,7 @@ class Staging:
               into: int | None = None) -> Iterator[Staged]:
         """Write ``data`` to a new staged file with its version record (``git``: its
         blob id in the store's history), fsynced, in this daemon's staging directory
-        or the directory ``into`` (a store's landing directory: see commits.py). The
+        or the directory ``into`` (a store's landing directory: see store.py). The
         staged file is removed on exit unless it was moved into place. Raises NoSpace
         when the disk is full."""
         directory = self._fd if into is None else into

@@ -33,13 +33,14 @@ import json
 import os
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import blake3
 
 from memfs.store.errors import LastWrite
 from memfs.store.lru import LRU
+from memfs.store.paths import MemPath
 
 XATTR = "user.memfs.version"
 APPENDING = "user.memfs.appending"  # the size before an append in place under way
@@ -65,6 +66,43 @@ class Version:
     size: int
     last_write: LastWrite
     git: str | None = None
+
+
+@dataclass(slots=True)
+class Pinned:
+    """An open, pinned version of a file: reads through ``fd`` return exactly the
+    bytes whose digest is ``version.digest``, whatever is committed later.
+    ``previous`` is what the agent had seen before this read (None: never);
+    ``stat`` is ``os.fstat(fd)`` when the pin was made by ``Engine.open_version``.
+    (Not frozen: a frozen dataclass's __init__ costs a microsecond per open through
+    the mount; treat it as read-only all the same.)"""
+
+    fd: int
+    version: Version
+    previous: str | None
+    stat: os.stat_result | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def changed_since_seen(self) -> bool:
+        return self.previous is not None and self.previous != self.version.digest
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """The current version of a file: digest, size, who wrote it and when; ``seen``
+    is what the agent last saw (None: never, or not looked up)."""
+
+    path: MemPath
+    digest: str
+    size: int
+    seen: str | None
+    last_writer: str | None
+    last_written_at: float | None
+
+    @classmethod
+    def of(cls, path: MemPath, version: Version, seen: str | None) -> FileInfo:
+        return cls(path, version.digest, version.size, seen, version.last_write.agent,
+                   version.last_write.at)
 
 
 def digest_bytes(data: bytes) -> str:

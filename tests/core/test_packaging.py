@@ -50,7 +50,7 @@ def test_wheel_builds_and_runs(tmp_path: Path) -> None:
         requires = [line.removeprefix("Requires-Dist: ") for line in
                     archive.read(metadata).decode().splitlines()
                     if line.startswith("Requires-Dist: ")]
-    for module in ("memfs/daemon.py", "memfs/tokens.py", "control/http/app.py",
+    for module in ("memfs/daemon/serve.py", "memfs/tokens.py", "control/http/app.py",
                    "control/http/mcp.py", "jail/api.py", "memfs/fuse/view.py",
                    "control/http/web/app.py", "control/http/web/templates/base.html",
                    "control/http/web/templates/overview.html", "control/http/web/static/web.css",
@@ -81,7 +81,7 @@ def test_wheel_builds_and_runs(tmp_path: Path) -> None:
                             text=True, cwd="/", timeout=60)
     assert helped.returncode == 0 and "token" in helped.stdout, helped
     where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import memfs.daemon as d, control.http.app; "
+        [str(venv / "bin" / "python"), "-c", "import memfs.daemon.serve as d, control.http.app; "
          "from control.http.web.templating import environment; "
          "environment().get_template('overview.html'); "
          "print(d.__file__); print(d.build_sed_jail_script())"],

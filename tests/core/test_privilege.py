@@ -1,5 +1,5 @@
-"""The daemon serves unprivileged (memfs/privilege.py, README "Privilege"): started as
-root, every process of a serving daemon (mount, socket, HTTP listener, jail in use)
+"""The daemon serves unprivileged (memfs/daemon/privilege.py, README "Privilege"):
+started as root, every process of a serving daemon (mount, socket, HTTP listener, jail in use)
 but the fusermount3 auto_unmount helper runs as the service user with no capability,
 no_new_privs and not dumpable; the privileged phase opens no store file; a root an
 older root-run memfs left is adopted (never a hard link, a symlink or a file of

@@ -24,7 +24,7 @@ from control import protocol as p
 from control.ops.dispatcher import Dispatcher
 from control.ops.registry import decode_request
 from memfs.config import parse_config
-from memfs.daemon import start_jail
+from memfs.daemon.serve import start_jail
 from memfs.store.engine import Engine
 from tests import fuzzlines
 from tests.support import (

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memfs.sdnotify import notify
+from memfs.daemon.sdnotify import notify
 from tests.http.conftest import http_config
 from tests.support import MEMFS, REPO, UID_A, Daemon, connect_as, dump_toml, run_as
 

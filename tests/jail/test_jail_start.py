@@ -220,7 +220,7 @@ UNPRIVILEGED_CALLER = r"""
 import json, sys
 from pathlib import Path
 from jail import Jail, JailSettings
-from memfs.daemon import ensure_sed_root
+from memfs.daemon.serve import ensure_sed_root
 
 base = Path(sys.argv[2])
 ensure_sed_root(base / "state" / "sed-root")  # builds it: no root needed

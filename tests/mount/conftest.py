@@ -21,7 +21,7 @@ from typing import Any
 import blake3
 import pytest
 
-from memfs.daemon import rg_binary
+from memfs.daemon.serve import rg_binary
 from tests.support import (
     PYTHON,
     UID_A,

@@ -91,7 +91,7 @@ def test_limits_defaults() -> None:
 
 
 def test_connection_limits_leave_the_fd_reserve_free() -> None:
-    from memfs.daemon import connection_limits  # the server stack: only this test needs it
+    from memfs.daemon.serve import connection_limits  # the server stack: only this test needs it
     from memfs.errors import MemfsError
 
     config = parse_config(GOOD)
@@ -103,7 +103,7 @@ def test_connection_limits_leave_the_fd_reserve_free() -> None:
 
 
 def test_control_and_http_connections_share_one_budget() -> None:
-    from memfs.daemon import connection_limits
+    from memfs.daemon.serve import connection_limits
     from memfs.errors import MemfsError
 
     config = parse_config({**GOOD, "http": {"listen": "127.0.0.1:0"},

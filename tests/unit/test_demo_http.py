@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memfs.demo import DEMO_LISTEN, demo_banner, demo_config, demo_token
+from memfs.daemon.demo import DEMO_LISTEN, demo_banner, demo_config, demo_token
 from memfs.tokens import Tokens
 
 

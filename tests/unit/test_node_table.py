@@ -5,29 +5,19 @@ node's size is the daemon's size at scale."""
 
 from __future__ import annotations
 
-import itertools
 import os
-import threading
 import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from memfs.fuse import nodes as nodes_module
-from memfs.fuse.nodes import ROOT, Node, NodeTable, _ident
-from memfs.store.lru import LRU
+from memfs.fuse.nodes import NodeTable, _ident
 
 
-class Table(NodeTable):
-    """The table alone, as memfs.fuse.view.MemoryView sets it up."""
-
-    def __init__(self, memo: int = nodes_module.ATTRS_MEMO) -> None:
-        self.root = Node(ROOT, "", (), True, ROOT, files={}, dirs={})
-        self._nodes = {ROOT: self.root}
-        self._next_ino = itertools.count(ROOT + 1)
-        self._lock = threading.Lock()
-        self._attrs_memo = LRU(memo)
-        self._hand_epoch = 0
+def bare_table(memo: int = nodes_module.ATTRS_MEMO) -> NodeTable:
+    """The table alone, as memfs.fuse.view.MemoryView builds it (no store is opened)."""
+    return NodeTable(lambda store: -1, memo=memo)
 
 
 def test_a_listed_file_costs_under_330_bytes(tmp_path: Path) -> None:
@@ -38,15 +28,15 @@ def test_a_listed_file_costs_under_330_bytes(tmp_path: Path) -> None:
     --scale=big); ~390 before the name's bytes and the children's key tuples went."""
     (tmp_path / "f").write_text("x\n")
     st = os.stat(tmp_path / "f")
-    table = Table(memo=16)
-    store = table._child(table.root, "notes", True)
-    folder = table._child(store, "d0001", True)
+    table = bare_table(memo=16)
+    store = table.child(table.root, "notes", True)
+    folder = table.child(store, "d0001", True)
     names = [f"f{n:05d}.md" for n in range(10_000)]
     tracemalloc.start()
     try:
         before, _ = tracemalloc.get_traced_memory()
         for name in names:
-            table._attrs(table._child(folder, name, False), st)
+            table.attrs(table.child(folder, name, False), st)
         after, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -60,9 +50,9 @@ def test_an_opened_file_keeps_under_100_bytes_more(tmp_path: Path) -> None:
     bytes a file (13 MB more after `rg` through the mount opened 100,000 files)."""
     path = tmp_path / "f"
     path.write_text("x\n")
-    table = Table()
-    folder = table._child(table._child(table.root, "notes", True), "d", True)
-    listed = [table._child(folder, f"f{n:05d}.md", False) for n in range(10_000)]
+    table = bare_table()
+    folder = table.child(table.child(table.root, "notes", True), "d", True)
+    listed = [table.child(folder, f"f{n:05d}.md", False) for n in range(10_000)]
     tracemalloc.start()
     try:
         before, _ = tracemalloc.get_traced_memory()
@@ -79,44 +69,44 @@ def test_an_opened_file_keeps_under_100_bytes_more(tmp_path: Path) -> None:
 def test_the_attributes_memo_is_bounded_and_rebuilds_what_it_forgot(tmp_path: Path) -> None:
     (tmp_path / "a").write_text("one\n")
     (tmp_path / "b").write_text("three\n")
-    table = Table(memo=2)
-    store = table._child(table.root, "notes", True)
-    files = [table._child(store, f"f{n}", False) for n in range(5)]
-    first = [table._attrs(node, os.stat(tmp_path / "a")) for node in files]
+    table = bare_table(memo=2)
+    store = table.child(table.root, "notes", True)
+    files = [table.child(store, f"f{n}", False) for n in range(5)]
+    first = [table.attrs(node, os.stat(tmp_path / "a")) for node in files]
     assert len(table._attrs_memo) == 2
-    assert table._attrs(files[-1], os.stat(tmp_path / "a")) is first[-1]  # remembered
-    again = table._attrs(files[0], os.stat(tmp_path / "a"))  # forgotten: built again
+    assert table.attrs(files[-1], os.stat(tmp_path / "a")) is first[-1]  # remembered
+    again = table.attrs(files[0], os.stat(tmp_path / "a"))  # forgotten: built again
     assert again is not first[0]
     assert (again.st_ino, again.st_size, again.st_mtime_ns) == \
         (first[0].st_ino, first[0].st_size, first[0].st_mtime_ns)
-    changed = table._attrs(files[-1], os.stat(tmp_path / "b"))  # another version
+    changed = table.attrs(files[-1], os.stat(tmp_path / "b"))  # another version
     assert changed.st_size == 6 and changed.st_ino == files[-1].ino
     assert files[-1].last_size == 6
 
 
 @pytest.mark.parametrize("is_dir", [True, False])
 def test_only_directories_carry_a_children_index(is_dir: bool) -> None:
-    table = Table()
-    node = table._child(table._child(table.root, "notes", True), "x", is_dir)
+    table = bare_table()
+    node = table.child(table.child(table.root, "notes", True), "x", is_dir)
     assert (node.files is not None) == (node.dirs is not None) == is_dir
     assert node.name == b"x"
     assert node.mem_path().rel == "x" and node.mem_path().store == "notes"
 
 
 def test_find_reaches_every_node_made_and_nothing_else() -> None:
-    table = Table()
-    store = table._child(table.root, "notes", True)
-    folder = table._child(store, "a", True)
-    file = table._child(folder, "b.md", False)
-    same_name_dir = table._child(folder, "b.md", True)  # a name that was both, over time
-    assert table._find("notes", (), True) is store
-    assert table._find("notes", ("a",), True) is folder
-    assert table._find("notes", ("a", "b.md"), False) is file
-    assert table._find("notes", ("a", "b.md"), True) is same_name_dir is not file
-    assert table._find("notes", ("a", "c.md"), False) is None
-    assert table._find("notes", ("a", "b.md", "x"), False) is None  # below a file
-    assert table._find("ops", ("a",), True) is None
-    assert table._child(table.root, "notes", False) is store  # the root holds stores
+    table = bare_table()
+    store = table.child(table.root, "notes", True)
+    folder = table.child(store, "a", True)
+    file = table.child(folder, "b.md", False)
+    same_name_dir = table.child(folder, "b.md", True)  # a name that was both, over time
+    assert table.find("notes", (), True) is store
+    assert table.find("notes", ("a",), True) is folder
+    assert table.find("notes", ("a", "b.md"), False) is file
+    assert table.find("notes", ("a", "b.md"), True) is same_name_dir is not file
+    assert table.find("notes", ("a", "c.md"), False) is None
+    assert table.find("notes", ("a", "b.md", "x"), False) is None  # below a file
+    assert table.find("ops", ("a",), True) is None
+    assert table.child(table.root, "notes", False) is store  # the root holds stores
 
 
 def _stat(dev: int = 2049, ino: int = 12, mtime_ns: int = 1_700_000_000_123_456_789,

@@ -1,4 +1,4 @@
-"""Where personal mode keeps things (memfs/personal.py), and the registry of its
+"""Where personal mode keeps things (memfs/places.py), and the registry of its
 agents (memfs/store/agents.py), on a real file system."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs import personal
+from memfs import places as personal
 from memfs.errors import MemfsError
 from memfs.store.agents import SEEN_EVERY, AgentRegistry
 from memfs.store.errors import InvalidInput, PermissionDenied

@@ -1,4 +1,4 @@
-"""The parsing behind the start-up check of a Gluster root (memfs/shared_root.py);
+"""The parsing behind the start-up check of a Gluster root (memfs/store/shared_root.py);
 the check itself runs against a real volume in tests/cluster/test_options.py."""
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 `Look` carries out protocol ops with ``Dispatcher.run`` (the very request models
 and access rules of the socket) and the engine's reads that record nothing
-(memfs/store/looking.py). Nothing here writes: the web view never changes memory,
-and looking at a file is not the agent reading it (its seen record is untouched).
+(``engine.unrecorded``, memfs/store/unrecorded.py). Nothing here writes: the web view
+never changes memory, and looking at a file is not the agent reading it (its seen
+record is untouched).
 
 The page builders (control/http/web/views*.py) return a `Page` (a template and its
 context) or a `Redirect`; they run in a worker thread and raise what the Dispatcher

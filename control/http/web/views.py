@@ -26,7 +26,7 @@ def overview(look: Look) -> Page:
     any_history = False
     for name, access in look.stores().items():
         spec = look.config.stores[name]
-        entries = look.engine.files(look.agent, name)
+        entries = look.engine.unrecorded.files(look.agent, name)
         row: dict[str, Any] = {"name": name, "access": access, "history": spec.history,
                                "structured": spec.structured,
                                "description": spec.description, "files": len(entries),
@@ -39,7 +39,7 @@ def overview(look: Look) -> Page:
         elif entries:
             newest = max(entries, key=lambda e: e.mtime_ns)
             path = MemPath(name, tuple(newest.rel.split("/")))
-            info = look.engine.versions_of(look.agent, [path]).get(path)
+            info = look.engine.unrecorded.versions_of(look.agent, [path]).get(path)
             if info is not None:
                 row["last"] = {"at": info.last_written_at, "author": info.last_writer,
                                "summary": f"write {path}", "rev": None}
@@ -69,7 +69,7 @@ def store_page(look: Look, store: str, folder: str, page: str | None) -> Page:
     if folder:
         mem_path(store, folder)  # checked like any path
     prefix = f"{folder}/" if folder else ""
-    entries = look.engine.files(look.agent, store)
+    entries = look.engine.unrecorded.files(look.agent, store)
     inside = [e for e in entries if e.rel.startswith(prefix)]
     if folder and not inside:
         raise NotFound(f"no folder {store}/{folder}")
@@ -88,7 +88,7 @@ def store_page(look: Look, store: str, folder: str, page: str | None) -> Page:
     number = min(number, pages)
     shown = files[(number - 1) * FILES_PER_PAGE:number * FILES_PER_PAGE]
     paths = [MemPath(store, tuple(e.rel.split("/"))) for e in shown]
-    versions = look.engine.versions_of(look.agent, paths)
+    versions = look.engine.unrecorded.versions_of(look.agent, paths)
     listed = [{"rel": e.rel, "name": e.rel[len(prefix):], "size": e.size,
                "version": versions.get(path)} for e, path in zip(shown, paths, strict=True)]
     crumbs = []
@@ -128,10 +128,11 @@ def file_page(look: Look, store: str, rel: str, at: str | None) -> Page | Redire
                    "rev": shown["rev"], "short": shown["short"]}
     else:
         try:
-            data, current = look.engine.peek(look.agent, path, VIEW_LIMIT)
+            data, current = look.engine.unrecorded.peek(look.agent, path, VIEW_LIMIT)
         except (NotFound, InvalidInput):
             prefix = f"{path.rel}/"
-            if any(e.rel.startswith(prefix) for e in look.engine.files(look.agent, store)):
+            files = look.engine.unrecorded.files(look.agent, store)
+            if any(e.rel.startswith(prefix) for e in files):
                 return Redirect(f"/ui/stores/{quote(store)}/?dir={quote(path.rel)}")
             raise
         version = {"digest": current.digest, "size": current.size,

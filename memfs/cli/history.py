@@ -1,6 +1,6 @@
 """``memfs log``, ``show``, ``diff`` and ``restore``: the history commands of the CLI.
 
-Registered into the parser by memfs/cli.py (`register`); each command gets the
+Registered into the parser by memfs/cli/__init__.py (`register`); each command gets the
 connected client and the parsed arguments, and returns the exit code.
 """
 

@@ -1,5 +1,8 @@
-"""Where personal mode keeps things (``memfs serve --personal``), for the daemon and
-for the client commands that look for its socket by themselves.
+"""Where memfs keeps things, and making those folders: personal mode's places
+(``memfs serve --personal``), for the daemon and for the client commands that look
+for its socket by themselves; `make_folders` and `private_dir`, which make a folder
+of the mode it must have whatever the umask (the root, the mount point, the
+socket's folder).
 
 Stdlib ``os`` only: the CLI imports it on every command.
 
@@ -17,9 +20,9 @@ from __future__ import annotations
 import os
 import stat
 
-TYPE_CHECKING = False  # not typing's: the CLI imports this module
+TYPE_CHECKING = False  # not typing's (nor pathlib at run time): the CLI imports this module
 if TYPE_CHECKING:
-    from memfs.store.engine import Engine
+    from pathlib import Path
 
 DEFAULT_STORE = "notes"  # one structured store: plain notes beside sessions, tasks, decisions
 DEFAULT_HTTP_PORT = 7800
@@ -86,18 +89,16 @@ def private_dir(path: str) -> None:
         os.chmod(path, 0o700)
 
 
-def banner(engine: Engine) -> str:
-    """What ``memfs serve --personal`` prints once it serves (the daemon calls it once
-    its engine has recovered, as the demo's)."""
-    config = engine.config
-    stores = ", ".join(sorted(config.stores))
-    http = f"\n  HTTP on {config.http.listen}" if config.http is not None else ""
-    return f"""
-memfs: your personal memory is served (stores: {stores}); root {config.root}
-  mount {config.mount}/AGENT/STORE/...   socket {config.socket}{http}
-Each agent names itself on every call (a new name is registered on first use):
-  memfs --agent claude ls          (or: export MEMFS_AGENT=claude)
-  claude mcp add memfs -- memfs mcp --agent claude
-  memfs agent list
-Stop with Ctrl-C.
-"""
+def make_folders(path: Path, mode: int) -> bool:
+    """Make the folder ``path`` with ``mode`` and its missing parents with 0755 (the
+    service user must reach what is below), whatever the umask; False if ``path``
+    was there already."""
+    if path.exists() or path.is_symlink():
+        return False
+    make_folders(path.parent, 0o755)
+    try:
+        path.mkdir(mode=mode)
+    except FileExistsError:
+        return False  # made meanwhile (another daemon on the same root)
+    os.chmod(path, mode)
+    return True

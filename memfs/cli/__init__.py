@@ -1,5 +1,10 @@
-"""The ``memfs`` command line.
-
+"""The ``memfs`` command line: `main`, the file commands (ls, cat, stat, write, edit,
+rm, download, upload, grep) and the daemon's (serve, attach, detach, mcp) here, the
+other groups each in a module that registers its commands into the parser:
+`memfs.cli.history` (log, show, diff, restore), `memfs.cli.memory` (session, task,
+decision, brief), `memfs.cli.tokens` (token, agent); ``python -m memfs.cli`` runs it
+too. The file commands live here rather than in a module of their own so that
+``memfs cat`` loads one module of memfs: each costs start-up (about 0.1 ms).
 Client commands import only the small socket client, never the server stack, so
 ``memfs cat`` starts about as fast as Python itself. Exit codes (each error code's is
 in memfs/errors.py): 0 ok, 1 other error, 2 bad usage or invalid input, 3 conflict,
@@ -58,7 +63,7 @@ def cmd_ls(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_cat(client: Client, args: argparse.Namespace) -> int:
     if getattr(args, "at", None) is not None:
-        from memfs.cli_history import cmd_show
+        from memfs.cli.history import cmd_show
 
         return cmd_show(client, args)
     if args.offset is None and args.limit is None and not args.json:
@@ -153,7 +158,7 @@ def cmd_grep(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from memfs.daemon import MountMode, main_serve  # the server stack, only when serving
+    from memfs.daemon.serve import MountMode, main_serve  # the server stack: serving only
 
     if args.http is not None and not args.personal:
         raise Usage("--http is for --personal (a config sets [http] listen)")
@@ -290,12 +295,12 @@ def _parser() -> argparse.ArgumentParser:
     upload.add_argument("path", metavar="PATH")
     upload.add_argument("--force", action="store_true", help="skip the version check")
     add("grep", cmd_grep, "search with ripgrep: memfs grep [RG-FLAGS] PATTERN [PATH...]")
-    from memfs import cli_history, cli_memory, cli_tokens
+    from memfs.cli import history, memory, tokens
 
-    cli_history.register(add)
-    cli_memory.register(add, common)
-    cli_tokens.register(add, common)
-    cli_tokens.register_agents(add, common)
+    history.register(add)
+    memory.register(add, common)
+    tokens.register(add, common)
+    tokens.register_agents(add, common)
     return parser
 
 
@@ -456,14 +461,11 @@ _COMMANDS = {"cat": cmd_cat, "ls": cmd_ls, "stat": cmd_stat, "write": cmd_write,
 
 def _command(name: str) -> Callable[..., int]:
     if name == "brief":
-        from memfs.cli_memory import brief
+        from memfs.cli.memory import brief
 
         return brief
     if name == "log":
-        from memfs.cli_history import cmd_log
+        from memfs.cli.history import cmd_log
 
         return cmd_log
     return _COMMANDS[name]
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,8 +1,8 @@
 """The daemon's composition root. `start` opens everything in the order the privilege
-model needs (memfs/privilege.py): as root, the privileged phase (the root, the mount
-point and the socket's directory handed to the service user; the control socket and
-the HTTP listener bound), then the drop; then, as any user, the engine, the mount and
-the lock-down. `run` then recovers and serves engine, jail, mount, control socket
+model needs (memfs/daemon/privilege.py): as root, the privileged phase (the root, the
+mount point and the socket's directory handed to the service user; the control socket
+and the HTTP listener bound), then the drop; then, as any user, the engine, the mount
+and the lock-down. `run` then recovers and serves engine, jail, mount, control socket
 and (with ``[http]``) the HTTP listener in one nursery, tells systemd when all are up
 (``READY=1``), and turns SIGINT/SIGTERM into a clean shutdown (``STOPPING=1``; HTTP
 requests in flight finish, the mount is unmounted, the socket removed, the jail
@@ -36,11 +36,13 @@ from control.socket.server import (
     max_line_bytes,
 )
 from jail import Jail, JailError, JailSettings
-from memfs import privilege
+from memfs import places
 from memfs.config import Config, ConfigError, load_config, personal_config
+from memfs.daemon import privilege
+from memfs.daemon.sdnotify import notify
 from memfs.errors import MemfsError
 from memfs.memory.model import Memory
-from memfs.sdnotify import notify
+from memfs.service_user import service_user
 from memfs.store import shared_root
 from memfs.store.engine import Engine
 
@@ -65,7 +67,7 @@ def rg_binary() -> Path:
     return Path(found).resolve()
 
 
-BUILD_SED_JAIL = Path(__file__).resolve().parent.parent / "scripts" / "build-sed-jail"
+BUILD_SED_JAIL = Path(__file__).resolve().parents[2] / "scripts" / "build-sed-jail"
 
 
 def build_sed_jail_script() -> Path | None:
@@ -204,7 +206,7 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     (no_new_privs, not dumpable, no capability) before `run` reads a store, a request
     or a connection."""
     limits, http_limits = connection_limits(config, raise_fd_limit())
-    user = privilege.service_user(config) if os.geteuid() == 0 else None
+    user = service_user(config) if os.geteuid() == 0 else None
     if user is not None:
         privilege.hand_over(config, user, mount=mount == "fusermount")
     bound = None
@@ -282,7 +284,7 @@ async def run(config: Config, started: Started, *,
                 from memfs.fuse.mount import serve_mount
 
                 view = await nursery.start(serve_mount, started.mount)
-                changed_elsewhere.append(view.store_changed)
+                changed_elsewhere.append(view.cache.store_changed)
             nursery.start_soon(sweep_seen_records, engine)
             nursery.start_soon(maintain_history, engine)
             await nursery.start(server.serve, listener)
@@ -333,8 +335,8 @@ async def run(config: Config, started: Started, *,
 
 async def check_shared_root(root: Path) -> None:
     """Log one line about a root on GlusterFS: a warning when its options break
-    freshness across hosts or cannot be read (memfs/shared_root.py). In a worker
-    thread, in the background: the gluster CLI may take seconds to answer."""
+    freshness across hosts or cannot be read (memfs/store/shared_root.py). In a
+    worker thread, in the background: the gluster CLI may take seconds to answer."""
     try:
         found = await trio.to_thread.run_sync(shared_root.check_root, root)
     except Exception as error:  # a check must never stop the daemon
@@ -439,6 +441,23 @@ def _sole_error(error: BaseException) -> BaseException:
     return error
 
 
+def personal_banner(engine: Engine) -> str:
+    """What ``memfs serve --personal`` prints once it serves (the daemon calls it once
+    its engine has recovered, as the demo's)."""
+    config = engine.config
+    stores = ", ".join(sorted(config.stores))
+    http = f"\n  HTTP on {config.http.listen}" if config.http is not None else ""
+    return f"""
+memfs: your personal memory is served (stores: {stores}); root {config.root}
+  mount {config.mount}/AGENT/STORE/...   socket {config.socket}{http}
+Each agent names itself on every call (a new name is registered on first use):
+  memfs --agent claude ls          (or: export MEMFS_AGENT=claude)
+  claude mcp add memfs -- memfs mcp --agent claude
+  memfs agent list
+Stop with Ctrl-C.
+"""
+
+
 def main_serve(*, config_path: str | None, demo: bool, mount: MountMode,
                socket_path: str | None, personal: bool = False,
                http_port: int | None = None) -> int:
@@ -450,7 +469,7 @@ def main_serve(*, config_path: str | None, demo: bool, mount: MountMode,
             config = personal_config(Path(config_path) if config_path else None,
                                      http_port=http_port)
         elif demo:
-            from memfs.demo import demo_config, demo_uid, prepare_demo
+            from memfs.daemon.demo import demo_config, demo_uid, prepare_demo
 
             config = demo_config(demo_uid())
             banner = prepare_demo
@@ -463,11 +482,9 @@ def main_serve(*, config_path: str | None, demo: bool, mount: MountMode,
         if socket_path:
             config = config.model_copy(update={"socket": Path(socket_path)})
         if personal:
-            from memfs import personal as places
-
             if str(config.socket) == places.socket_path():  # e.g. /tmp/memfs-UID: ours, 0700
                 places.private_dir(str(config.socket.parent))
-            banner = places.banner
+            banner = personal_banner
         with contextlib.ExitStack() as stack:
             started = start(config, stack, mount=mount)
             try:

@@ -1,18 +1,18 @@
 """What root does before the drop, and the drop (README "Privilege").
 
 A daemon started as root (scripts/demo, the tests, a root shell) first runs a short
-privileged phase that reads nothing an agent or a client wrote: `hand_over` creates
-the root (0700, with ``state/``), the mount point and the socket's directory and gives
-them to the service user (config key ``user``, default ``memfs``), and adopts what
-root left in the root (`adopt`); the daemon then binds the control socket and the
-HTTP listener (loading the TLS key, which may be readable by root only), and `drop`
-gives up root for good: no supplementary groups, the user's gid and uid as real,
+privileged phase that reads nothing an agent or a client wrote: `hand_over` creates the
+root (0700, with ``state/``), the mount point and the socket's directory and gives them
+to the service user (memfs/service_user.py: config key ``user``, default ``memfs``), and
+adopts what root left in the root (`adopt`); the daemon then binds the control socket
+and the HTTP listener (loading the TLS key, which may be readable by root only), and
+`drop` gives up root for good: no supplementary groups, the user's gid and uid as real,
 effective and saved ids, which clears every capability. A daemon started by any other
 user has no privileged phase at all. Either way, once the mount is made (through the
 setuid ``fusermount3``, which no_new_privs would stop), `lock_down` sets no_new_privs
 and makes the process non-dumpable, before any other thread exists (both are kept by
-every thread and child started later), and checks that no capability is left. Only
-then does the daemon read a store, a request or a connection.
+every thread and child started later), and checks that no capability is left. Only then
+does the daemon read a store, a request or a connection.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import pwd
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from memfs.config import Config
-from memfs.errors import MemfsError
+from memfs.places import make_folders
+from memfs.service_user import PrivilegeError, ServiceUser
 from memfs.store import crashpoints
 
 log = logging.getLogger("memfs")
@@ -39,48 +38,6 @@ _CAP_VERSION_3 = 0x20080522
 _CAPABILITY_SETS = ("CapInh", "CapPrm", "CapEff", "CapAmb")
 
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-class PrivilegeError(MemfsError):
-    """The service user is missing or is root, or the daemon could not give up a
-    privilege (the message says which)."""
-
-
-@dataclass(frozen=True)
-class ServiceUser:
-    name: str
-    uid: int
-    gid: int
-
-
-def service_user(config: Config) -> ServiceUser:
-    """The unprivileged user a daemon started as root serves as: the config's ``user``
-    or, for a personal memory, its owner. Raises PrivilegeError saying how to fix it
-    when that user does not exist or is root."""
-    if config.personal is not None:
-        owner = config.personal.owner
-        if owner == 0:
-            raise PrivilegeError("a personal memory serves one normal user's agents: run "
-                                 "`memfs serve --personal` as that user, or set [personal] "
-                                 "owner to that user's uid")
-        try:
-            entry = pwd.getpwuid(owner)
-        except KeyError:  # fusermount3 mounts only for a user with a name
-            raise PrivilegeError(f"the personal memory's owner (uid {owner}) is no user of "
-                                 "this machine: set [personal] owner to a user's uid") from None
-        return ServiceUser(entry.pw_name, entry.pw_uid, entry.pw_gid)
-    name = config.user
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        raise PrivilegeError(
-            f"the service user {name!r} does not exist: create it with `useradd --system "
-            f"--no-create-home --shell /usr/sbin/nologin {name}` (scripts/setup does), or "
-            "name another unprivileged user with `user =` in the config") from None
-    if entry.pw_uid == 0 or entry.pw_gid == 0:
-        raise PrivilegeError(f"the service user {name!r} is root (uid or gid 0): the daemon "
-                             "serves unprivileged; name another user with `user =`")
-    return ServiceUser(name, entry.pw_uid, entry.pw_gid)
 
 
 def _give(path: Path, user: ServiceUser) -> None:
@@ -111,21 +68,6 @@ def hand_over(config: Config, user: ServiceUser, *, mount: bool) -> None:
             _give(config.mount, user)  # fusermount3 mounts only where the user may write
     if make_folders(config.socket.parent, 0o755):
         _give(config.socket.parent, user)  # so that the daemon can remove its socket at stop
-
-
-def make_folders(path: Path, mode: int) -> bool:
-    """Make the folder ``path`` with ``mode`` and its missing parents with 0755 (the
-    service user must reach what is below), whatever the umask; False if ``path``
-    was there already."""
-    if path.exists() or path.is_symlink():
-        return False
-    make_folders(path.parent, 0o755)
-    try:
-        path.mkdir(mode=mode)
-    except FileExistsError:
-        return False  # made meanwhile (another daemon on the same root)
-    os.chmod(path, mode)
-    return True
 
 
 def adopt(root: Path, user: ServiceUser) -> int:

@@ -1,7 +1,7 @@
 """``memfs token create|list|revoke``: bearer tokens for the daemon's HTTP listener;
 ``memfs agent list``: the agents.
 
-Registered into the parser by memfs/cli.py (`register`, `register_agents`). Delegate
+Registered into the parser by memfs/cli/__init__.py (`register`, `register_agents`). Delegate
 uids only, each for the agents it may act for, and in personal mode the owner (the
 daemon checks the caller's uid; anyone else gets exit 4). ``create`` prints the new
 token alone on stdout, once: the daemon keeps only its hash.

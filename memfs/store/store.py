@@ -1,4 +1,5 @@
-"""Landing accepted changes in a store, and finishing a landing a crash cut short.
+"""One store (`Store`): its directory, lock, landing directory and history; landing
+accepted changes in it, and finishing a landing a crash cut short.
 
 A change is accepted by the engine's version checks under the store lock; landing it
 is then one step under the same lock:
@@ -107,6 +108,12 @@ class Store:
         os.close(self.fd)
         os.close(self.landing_fd)
         os.close(self._lock_fd)
+
+    def open_current(self, path: MemPath) -> tuple[int, os.stat_result] | None:
+        """fd and fstat of the current version of ``path`` (in this store), or None if it
+        does not exist. Raises InvalidInput (a symlink on the way, not a file memfs
+        keeps). The caller closes the fd."""
+        return backing.open_kept(self.fd, path.parts, path.encoded)
 
     # -- the lock -----------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """``memfs session|task|decision ...`` and ``memfs brief``: the memory commands.
 
-Registered into the parser by memfs/cli.py (`register`). Each command takes
+Registered into the parser by memfs/cli/__init__.py (`register`). Each command takes
 ``--store STORE`` (default: the agent's only structured store); commands that create
 something print its id alone on stdout; ``--json`` prints the record.
 """

@@ -1,23 +1,24 @@
 """Reading a store's history on an agent's behalf: log, an old version, a diff.
 
-A mixin of `memfs.store.engine.Engine` (which sets up the state declared here): every
-operation needs read access to the store, like a read of its files. Revisions are
-parsed by memfs/store/history.py: ids, ``HEAD~N``, times; anything else is refused.
+The engine's ``history`` (`HistoryReads`): every operation needs read access to the
+store, like a read of its files. Revisions are parsed by memfs/store/history.py: ids,
+``HEAD~N``, times; anything else is refused.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import blake3
 import pygit2
 
-from memfs.config import Config
 from memfs.store.errors import ABSENT, InvalidInput, NotFound
 from memfs.store.history import Entry, StoreHistory
 from memfs.store.paths import MemPath
 from memfs.store.seen import SeenRecords
+from memfs.store.store import Store
 
 MAX_VERSIONS_SEARCHED = 1000  # how far back `diff` looks for the version an agent saw
 
@@ -33,29 +34,23 @@ class Diff:
     text: str
 
 
-class _HasStores:
-    config: Config
-    seen: SeenRecords
+class HistoryReads:
+    """log, version_at and diff for agents with read access. Built by the engine from
+    its stores, its seen records, its access checks and its read of a file now."""
 
-    def check_access(self, agent: str, store: str, *, write: bool = False) -> None:
-        raise NotImplementedError
-
-    def readable_stores(self, agent: str) -> list[str]:
-        raise NotImplementedError
-
-    def _store_history(self, store: str) -> StoreHistory | None:
-        raise NotImplementedError
-
-    def current_bytes(self, path: MemPath) -> bytes | None:
-        raise NotImplementedError
-
-
-class HistoryOps(_HasStores):
-    """log, version_at and diff for agents with read access."""
+    def __init__(self, stores: Mapping[str, Store], seen: SeenRecords, *,
+                 check_access: Callable[[str, str], None],
+                 readable_stores: Callable[[str], list[str]],
+                 current_bytes: Callable[[MemPath], bytes | None]) -> None:
+        self._stores = stores
+        self._seen = seen
+        self._check_access = check_access
+        self._readable_stores = readable_stores
+        self._current_bytes = current_bytes
 
     def _history(self, agent: str, store: str) -> StoreHistory:
-        self.check_access(agent, store)
-        history = self._store_history(store)
+        self._check_access(agent, store)
+        history = self._stores[store].history
         if history is None:
             raise NotFound(f"store {store} keeps no history (history = false)")
         return history
@@ -79,8 +74,8 @@ class HistoryOps(_HasStores):
             raise InvalidInput("a starting revision belongs to one store: name the store "
                                "(or a path in it)")
         logs = []
-        for store in self.readable_stores(agent):
-            kept = self._store_history(store)
+        for store in self._readable_stores(agent):
+            kept = self._stores[store].history
             if kept is not None:
                 logs.append([(store, entry) for entry in kept.log(
                     None, limit=limit, since=since, until=until, author=author,
@@ -107,7 +102,7 @@ class HistoryOps(_HasStores):
             commit = history.resolve(old)
             before, old_label = _content_or_none(history, commit, path.rel), str(commit.id)[:7]
         if new is None:
-            after, new_label = self.current_bytes(path), "now"
+            after, new_label = self._current_bytes(path), "now"
         else:
             commit = history.resolve(new)
             after, new_label = _content_or_none(history, commit, path.rel), str(commit.id)[:7]
@@ -120,7 +115,7 @@ class HistoryOps(_HasStores):
 
     def _seen_version(self, agent: str, path: MemPath,
                       history: StoreHistory) -> tuple[bytes | None, str]:
-        seen = self.seen.get(agent, path)
+        seen = self._seen.get(agent, path)
         if seen is None:
             raise InvalidInput(f"you have not read {path}: name a revision to compare with "
                                "(memfs log shows them)")
