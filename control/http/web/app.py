@@ -17,28 +17,24 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import quote
 
-import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from control.http.problems import STATUS, Problem, query, read_body
-from control.http.web import auth, live, views, views_history, views_memory
+from control.http.problems import Problem, query, read_body
+from control.http.web import auth, views, views_history, views_memory
 from control.http.web.live import CommitFeed
 from control.http.web.look import Look, Page, Redirect
-from control.http.web.signin import COOKIE, SignIns, WebSession
-from control.http.web.templating import STATIC, environment
-from control.ops.dispatcher import Dispatcher, describe
-from memfs.config import HttpConfig
+from control.http.web.pages import Web
+from control.http.web.templating import STATIC
+from control.ops.dispatcher import Dispatcher
 
 log = logging.getLogger("memfs.http")
 
@@ -70,92 +66,6 @@ class Hardened:
             await send(message)
 
         await self.app(scope, receive, with_headers)
-
-
-Builder = Callable[[Look, Request], Page | Redirect]
-
-
-class Web:
-    """The pages, rendered for the signed-in agent."""
-
-    def __init__(self, dispatcher: Dispatcher, feed: CommitFeed | None) -> None:
-        self.dispatcher = dispatcher
-        self.feed = feed
-        config = dispatcher.engine.config
-        limits = config.http or HttpConfig()
-        self.signins = SignIns(dispatcher.tokens, dispatcher.engine.agents,
-                               most=limits.max_web_sessions,
-                               per_agent=limits.max_web_sessions_per_agent)
-        self.env = environment()
-
-    def session(self, request: Request) -> WebSession | None:
-        return self.signins.check(request.cookies.get(COOKIE))
-
-    def html(self, template: str, context: dict[str, Any], status: int = 200,
-             session: WebSession | None = None) -> HTMLResponse:
-        """A rendered page (call in a worker thread for big pages)."""
-        full = {"live": None, **context, "agent": session.agent if session else None,
-                "csrf": session.csrf if session else ""}
-        body = self.env.get_template(template).render(full)
-        return HTMLResponse(body, status, headers={"Cache-Control": "no-store"})
-
-    def error(self, error: BaseException, session: WebSession | None) -> HTMLResponse:
-        """The error page of an exception a page raised (an unexpected one is logged
-        and shown as an internal error, without its details; a client that went away
-        is raised again)."""
-        if isinstance(error, ClientDisconnect):
-            raise error  # no one to answer: not an internal error (control/http/server.py)
-        if isinstance(error, Problem):
-            code, message, status = error.code, error.message, error.status
-        else:
-            described = describe(error)
-            if described is None:
-                log.error("internal error answering a web page", exc_info=error)
-                code, message = "internal", "internal error (logged by the daemon)"
-            else:
-                code, message, _ = described
-            status = STATUS.get(code, 500)
-        return self.html("error.html", {"code": code, "message": message, "status": status},
-                         status, session)
-
-    def page(self, build: Builder) -> Callable[[Request], Awaitable[Response]]:
-        """An endpoint: signed in (else to the sign-in page), then ``build`` and
-        render in a worker thread; any error becomes an error page."""
-
-        async def endpoint(request: Request) -> Response:
-            session = self.session(request)
-            if session is None:
-                target = request.url.path + (f"?{request.url.query}" if request.url.query
-                                             else "")
-                return RedirectResponse(f"/ui/login?next={quote(target, safe='')}", 303)
-            return await anyio.to_thread.run_sync(
-                functools.partial(self._render, build, request, session))
-
-        return endpoint
-
-    def _render(self, build: Builder, request: Request, session: WebSession) -> Response:
-        try:
-            made = build(Look(self.dispatcher, session.agent), request)
-            if isinstance(made, Redirect):
-                return RedirectResponse(made.url, 303)
-            return self.html(made.template, {**made.context, "live": made.live},
-                             made.status, session)
-        except Exception as error:
-            return self.error(error, session)
-
-    async def events(self, request: Request) -> Response:
-        session = self.session(request)
-        if session is None:
-            return PlainTextResponse("not signed in", 401)
-        if self.feed is None:
-            return PlainTextResponse("no live updates here", 404)
-        try:
-            stream = self.feed.open(session.agent)
-        except live.TooManyStreams as error:
-            return PlainTextResponse(str(error), 503, headers={"Retry-After": "30"})
-        cookie = request.cookies.get(COOKIE)
-        return live.EventStream(self.feed, stream,
-                                lambda: self.signins.check(cookie) is not None)
 
 
 DRAINED = 1024 * 1024  # a refused request's body is read up to this, then dropped

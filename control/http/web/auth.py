@@ -35,7 +35,7 @@ from control.http.web.signin import (
 )
 
 if TYPE_CHECKING:
-    from control.http.web.app import Web
+    from control.http.web.pages import Web
 
 FORM_LIMIT = 16 * 1024
 FORM_TYPE = "application/x-www-form-urlencoded"
