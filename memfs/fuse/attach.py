@@ -10,7 +10,7 @@ options fusermount3 would use for the daemon's uid; ``memfs detach``
 (``ExecStopPost=+``) lazily unmounts it once the daemon has ended, however it ended.
 Both act in the host's mount namespace, PID 1's, which they join: systemd runs even a
 unit's ``+`` commands in the unit's own namespace, where the mount would be seen by no
-agent and would end with the command (tests/core/test_systemd_unit.py). Neither reads
+agent and would end with the command (tests/daemon/test_systemd_unit.py). Neither reads
 anything the daemon wrote: only the config (root's), the kernel's /proc entries of the
 daemon (its uids, its descriptors' links) and the mount table.
 """

@@ -10,8 +10,8 @@ import pytest
 
 from control.client import InvalidError, NotFoundError
 from memfs.memory import decisions
-from tests.history.gitcheck import commits, introduced
 from tests.memory.conftest import memory_config
+from tests.store.history.gitcheck import commits, introduced
 from tests.support import UID_A, UID_B, Daemon, connect_as, public_tmpdir
 
 

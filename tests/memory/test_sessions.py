@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from control.client import InvalidError, MemfsClientError, NotFoundError, PermissionDeniedError
-from tests.history.gitcheck import commits
 from tests.memory.conftest import UID_D
+from tests.store.history.gitcheck import commits
 from tests.support import UID_A, UID_B, UID_C, Daemon, connect_as, memfs_as
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from control.client import MemfsClientError
 from memfs.memory import records
-from tests.history.gitcheck import commits, git, store_files, tree_files
 from tests.memory.conftest import memory_config
+from tests.store.history.gitcheck import commits, git, store_files, tree_files
 from tests.support import UID_A, Daemon, connect_as, killed_at, public_tmpdir
 
 # The steps of a supersede, in order: the two files staged, the history commit

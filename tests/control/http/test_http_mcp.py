@@ -1,0 +1,132 @@
+"""MCP at /mcp on the daemon's listener, driven by the official SDK client over
+streamable HTTP with a bearer header: the same tools as over stdio for the token's
+agent (minus the local-file ones), a read and a conflicting write behave as over
+stdio, one client per MCP session, and no token (or another agent's session) gets
+nowhere."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator
+
+import httpx
+import httpx2
+from mcp import Client as McpClient
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.control.mcp.conftest import call_error, call_ok, mcp_session
+from tests.support import UID_B, Daemon, connect_as
+
+STDIO_ONLY = {"storage_download", "storage_upload"}
+
+
+@contextlib.asynccontextmanager
+async def mcp_http(daemon: Daemon, token: str | None, mode: str = "auto"
+                   ) -> AsyncIterator[McpClient]:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, McpClient(
+            streamable_http_client(f"{daemon.http_url}/mcp", http_client=http), mode=mode,
+            read_timeout_seconds=60) as client:
+        yield client
+
+
+async def test_tools_and_instructions(daemon: Daemon, tokens: dict[str, str]) -> None:
+    async with mcp_http(daemon, tokens["carol"]) as client:
+        over_http = {tool.name for tool in (await client.list_tools()).tools}
+        assert client.instructions is not None and "You are agent carol" in client.instructions
+    async with mcp_session(daemon.socket, as_agent="carol") as stdio:
+        over_stdio = {tool.name for tool in (await stdio.list_tools()).tools}
+    assert over_http == over_stdio - STDIO_ONLY
+    assert "storage_write" in over_http and "task_claim" in over_http
+
+
+async def test_read_and_conflicting_write_as_over_stdio(daemon: Daemon,
+                                                        tokens: dict[str, str]) -> None:
+    """The same steps over HTTP and over stdio give the same answers."""
+    texts = {}
+    for transport in ("http", "stdio"):
+        path = f"notes/mcp-{transport}.md"
+        with connect_as(UID_B, daemon.socket) as bob:
+            bob.write(path, "bob's first line\n")
+        session = (mcp_http(daemon, tokens["alice"]) if transport == "http"
+                   else mcp_session(daemon.socket, as_agent="alice"))
+        async with session as client:
+            read = await call_ok(client, "storage_read", {"path": path})
+            assert "bob's first line" in read
+            with connect_as(UID_B, daemon.socket) as bob:
+                bob.read(path)
+                bob.write(path, "bob's second line\n")
+            refused = await call_error(client, "storage_write",
+                                       {"path": path, "content": "alice's\n"})
+            with connect_as(UID_B, daemon.socket) as bob:
+                assert bob.read(path)["text"] == "bob's second line\n"
+            await call_ok(client, "storage_read", {"path": path})
+            wrote = await call_ok(client, "storage_write", {"path": path, "content": "alice's\n"})
+        texts[transport] = tuple(re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "TIME",
+                                        text.replace(transport, "T")) for text in (refused, wrote))
+    assert texts["http"][0].startswith("CONFLICT") and "bob" in texts["http"][0]
+    assert texts["http"] == texts["stdio"]
+
+
+async def test_one_client_per_session(daemon: Daemon, tokens: dict[str, str]) -> None:
+    """Two MCP sessions of one agent keep apart what each saw, like two socket
+    connections: a write over what the other session wrote since is a conflict."""
+    path = "notes/mcp-sessions.md"
+    async with mcp_http(daemon, tokens["alice"], mode="legacy") as first, \
+            mcp_http(daemon, tokens["alice"], mode="legacy") as second:
+        await call_ok(first, "storage_write", {"path": path, "content": "v1\n"})
+        await call_ok(second, "storage_read", {"path": path})
+        await call_ok(second, "storage_write", {"path": path, "content": "v2 by second\n"})
+        refused = await call_error(first, "storage_write", {"path": path, "content": "v2!\n"})
+        assert refused.startswith("CONFLICT")
+    # the stateless 2026 protocol has no session: one client per token
+    other_token = daemon.token("alice", "--label", "second client")
+    async with mcp_http(daemon, tokens["alice"]) as first, \
+            mcp_http(daemon, other_token) as second:
+        await call_ok(first, "storage_read", {"path": path})
+        await call_ok(second, "storage_read", {"path": path})
+        await call_ok(second, "storage_write", {"path": path, "content": "v3 by second\n"})
+        refused = await call_error(first, "storage_write", {"path": path, "content": "v3!\n"})
+        assert refused.startswith("CONFLICT")
+    with connect_as(UID_B, daemon.socket) as bob:
+        assert bob.read(path)["text"] == "v3 by second\n"
+
+
+async def test_sessions_of_structured_stores(daemon: Daemon, tokens: dict[str, str]) -> None:
+    async with mcp_http(daemon, tokens["dave"], mode="legacy") as client:
+        started = await call_ok(client, "session_start", {"goal": "over http"})
+        assert "started in store team" in started
+        await call_ok(client, "session_checkpoint", {"note": "remembered, no id needed"})
+        assert "LEASE" not in await call_ok(client, "memory_brief", {})
+
+
+def test_without_a_token_is_401(daemon: Daemon) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    with httpx.Client(base_url=daemon.http_url, timeout=60) as http:
+        refused = http.post("/mcp", json=initialize, headers=headers)
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"].startswith("Bearer")
+        assert http.post("/mcp", json=initialize, headers={
+            **headers, "Authorization": "Bearer memfs_nope"}).status_code == 401
+
+
+def test_a_session_belongs_to_its_token(daemon: Daemon, tokens: dict[str, str]) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    base = {"Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18"}
+    with httpx.Client(base_url=daemon.http_url, timeout=60) as http:
+        opened = http.post("/mcp", json=initialize, headers={
+            **base, "Authorization": f"Bearer {tokens['alice']}"})
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        for other in (tokens["bob"], daemon.token("alice", "--label", "same agent")):
+            stolen = http.post("/mcp", json=listing, headers={
+                **base, "Authorization": f"Bearer {other}", "Mcp-Session-Id": session})
+            assert stolen.status_code == 404, stolen.text
