@@ -4,4 +4,5 @@ request against the engine and the memory model), `control.socket` (the trio ser
 the Unix control socket), `control.client` (the Python client, over the socket or in
 process), `control.http` (the HTTP listener: REST, the MCP endpoint, metrics and the web
 view in `control.http.web`) and `control.mcp` (the tools for models and the MCP
-server over stdio). `control.ratelimit` is the rate-limited log line they share."""
+server over stdio). `control.ratelimit` is the rate-limited log line they share, `control.lazy`
+the names a package re-exports on first use."""

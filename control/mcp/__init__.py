@@ -6,8 +6,7 @@ stdin and stdout, `identity` tells which agent a stdio server acts as."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from control import lazy
 
 # each public name and the module defining it, imported on first use: they pull in
 # heavy libraries that a process using one sibling module alone should not pay for
@@ -22,8 +21,4 @@ _WHERE = {
 }
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
+__getattr__ = lazy.exports(__name__, _WHERE)

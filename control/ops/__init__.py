@@ -8,8 +8,7 @@ exceptions become protocol error codes."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from control import lazy
 
 # each public name and the module defining it, imported on first use: the dispatcher
 # pulls in the engine, the jail and the memory model, which a process that only reads
@@ -21,8 +20,4 @@ _WHERE = {
 }
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
+__getattr__ = lazy.exports(__name__, _WHERE)
