@@ -88,3 +88,20 @@ async def test_task_show_is_a_tool_generated_from_its_declaration(team_daemon: D
         assert "\u2028" not in text  # a line separator from memory is escaped
         missing = await call_error(client, "task_show", {"task": "no-such-task"})
         assert "no task" in missing
+
+
+async def test_session_show_is_a_tool_generated_from_its_declaration(team_daemon: Daemon
+                                                                      ) -> None:
+    async with mcp_session(team_daemon.socket, uid=UID_B) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(tools["session_show"].input_schema["properties"]) == {"session", "store"}
+        started = await call_ok(client, "session_start", {"goal": "Read\u2029me"})
+        sid = json.loads(started.split()[1])
+        await call_ok(client, "session_checkpoint", {"note": "half way"})
+        text = await call_ok(client, "session_show", {"session": sid})
+        assert "\u2029" not in text  # a paragraph separator from memory is escaped
+        shown = json.loads(text)
+        assert shown["id"] == sid and shown["agent"] == "bob" and shown["goal"] == "Read\u2029me"
+        assert [entry["note"] for entry in shown["entries"]] == ["half way"]
+        missing = await call_error(client, "session_show", {"session": "no-such-session"})
+        assert "no-such-session" in missing or "no session" in missing
