@@ -9,8 +9,10 @@ outlives its server), then lets go of the socket (so fusermount3 looks only now)
 for fusermount3 to exit, and if its mount is still there (the topmost at the mount
 point: a daemon started since mounts over a dead one) unmounts it with
 ``fusermount3 -u -z``: fusermount3's own check leaves a mount without ``allow_other``
-(its probe of the mount is refused instead of finding the connection gone).
-Standard library only, no site packages: it starts in a few milliseconds."""
+(its probe of the mount is refused instead of finding the connection gone). It knows
+its mount by the mount's id, and holds a reference on the mount (an O_PATH descriptor)
+all along: a freed mount's id is reused, and a daemon started meanwhile must never be
+taken for it. Standard library only, no site packages: it starts in a few milliseconds."""
 
 import contextlib
 import os
@@ -33,16 +35,22 @@ def mounts_at(path: bytes) -> list[bytes]:
 def main(mountpoint: str, helper: int, fusermount3: str) -> None:
     path = os.fsencode(mountpoint)
     ours = mounts_at(path)[-1:]  # started once the mount is up: the topmost is ours
+    # Held until the end: a mount's id is reused once the mount is freed, and a daemon
+    # started meanwhile could get ours; this reference keeps our mount, and its id, alive.
+    hold = os.open(mountpoint, os.O_PATH | os.O_CLOEXEC)
     sys.stdin.buffer.read()
     with contextlib.suppress(OSError):
         os.statvfs(mountpoint)
-    os.closerange(3, 1 << 16)  # the socket: fusermount3 unmounts, or gives up, now
+    # the socket: fusermount3 unmounts, or gives up, now
+    os.closerange(3, hold)
+    os.closerange(hold + 1, 1 << 16)
     while os.path.exists(f"/proc/{helper}"):
         time.sleep(0.005)
     # only our own mount, and only while it is the topmost: a daemon started since has
     # cleared it (memfs.fuse.mount.prepare_mountpoint) and mounted its own
     if ours and mounts_at(path)[-1:] == ours:
         subprocess.run([fusermount3, "-u", "-z", "-q", mountpoint], check=False)
+    os.close(hold)
 
 
 if __name__ == "__main__":

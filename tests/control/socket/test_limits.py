@@ -300,7 +300,7 @@ def test_client_reports_busy_from_a_connection_closed_before_it_sent(
         for _ in range(2):
             stack.enter_context(connect_as(UID_UNKNOWN, limited.socket))
         refused = stack.enter_context(connect_as(UID_UNKNOWN, limited.socket))
-        ready, _, _ = select.select([refused._sock], [], [], 120)  # answered and closed
+        ready, _, _ = select.select([refused.transport._sock], [], [], 120)  # answered and closed
         assert ready
         with pytest.raises(BusyError, match="too many connections"):
             refused.whoami()
