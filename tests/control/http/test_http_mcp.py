@@ -2,20 +2,28 @@
 streamable HTTP with a bearer header: the same tools as over stdio for the token's
 agent (minus the local-file ones), a read and a conflicting write behave as over
 stdio, one client per MCP session, and no token (or another agent's session) gets
-nowhere."""
+nowhere. What the server says about itself and an unknown tool are as over stdio
+(tests/control/mcp/test_mcp_protocol.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import re
 from collections.abc import AsyncIterator
 
 import httpx
 import httpx2
+import pytest
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.control.mcp.conftest import call_error, call_ok, mcp_session
+from tests.control.mcp.test_mcp_protocol import (
+    MODES,
+    no_change_notifications,
+    unknown_tool_is_a_protocol_error,
+)
 from tests.support import UID_B, Daemon, connect_as
 
 STDIO_ONLY = {"storage_download", "storage_upload"}
@@ -130,3 +138,19 @@ def test_a_session_belongs_to_its_token(daemon: Daemon, tokens: dict[str, str]) 
             stolen = http.post("/mcp", json=listing, headers={
                 **base, "Authorization": f"Bearer {other}", "Mcp-Session-Id": session})
             assert stolen.status_code == 404, stolen.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_server_info_and_an_unknown_tool_as_over_stdio(daemon: Daemon,
+                                                             tokens: dict[str, str],
+                                                             mode: str) -> None:
+    async with mcp_http(daemon, tokens["alice"], mode=mode) as client:
+        assert client.server_info is not None
+        assert client.server_info.version == importlib.metadata.version("memfs")
+        no_change_notifications(client.server_capabilities)
+        await unknown_tool_is_a_protocol_error(client)
+        # storage_download is a tool of stdio only: over HTTP it does not exist
+        with pytest.raises(Exception, match="storage_download"):
+            await client.call_tool("storage_download", {"path": "notes/a.md", "dest": "/tmp"})
+        await call_ok(client, "storage_list", {})
+
