@@ -11,7 +11,7 @@
   only producer of markup.
 
 Also: a unified diff parsed for display (`parse_patch`), and the time and size
-formats the pages use. No I/O.
+formats the pages use (one for every time: `time_element`). No I/O.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from markupsafe import Markup, escape
+
+from memfs.memory.records import parse_iso
 
 SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):", re.IGNORECASE)
@@ -208,11 +210,9 @@ def parse_patch(text: str) -> list[FileDiff]:
 # -- times and sizes ---------------------------------------------------------------------
 
 
-def when(at: float | None) -> str:
-    """A UTC time for people: 2026-11-30 13:22:59Z ('' for None)."""
-    if at is None:
-        return ""
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+def when(at: float) -> str:
+    """A UTC time to the second, for people: 2026-11-30 13:22:59 UTC."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def span(seconds: float) -> str:
@@ -230,12 +230,55 @@ def span(seconds: float) -> str:
     return f"{days}d {hours}h" if hours else f"{days}d"
 
 
-def ago(at: float | None, now: float) -> str:
-    if at is None:
-        return ""
-    if at > now:
+def relative(at: float, now: float) -> str:
+    """How long ago ``at`` was, in one unit: just now, 45 s ago, 3 min ago, 5 h ago
+    (to 47), 2 days ago (to 59), 3 months ago (to 24), 2 years ago; a time still to
+    come: in 20 min."""
+    seconds = abs(now - at)
+    if seconds < 5:
         return "just now"
-    return f"{span(now - at)} ago"
+    if seconds < 60:
+        words = f"{int(seconds)} s"
+    elif seconds < 3600:
+        words = f"{int(seconds // 60)} min"
+    elif seconds < 48 * 3600:
+        words = f"{int(seconds // 3600)} h"
+    else:
+        days = int(seconds // 86400)
+        count, unit = ((days, "day") if days < 60 else (days // 30, "month") if days < 730
+                       else (days // 365, "year"))
+        words = f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"in {words}" if at > now else f"{words} ago"
+
+
+def instant(value: object) -> float | None:
+    """Epoch seconds of a time as the pages get it: epoch seconds (history, version
+    records) or UTC ISO text (memory records: 2026-12-01T18:07:23.050Z); None for
+    None or text that is no such time."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return parse_iso(value)
+        except ValueError:
+            return None
+    return None
+
+
+def time_element(value: object, now: float) -> Markup:
+    """The one way the pages show a time: how long ago it was (`relative`) in a
+    ``<time>`` element whose ``datetime`` is the exact UTC time and whose title shows
+    it (``<time datetime="2026-12-01T18:07:23Z" title="2026-12-01 18:07:23 UTC">3 min
+    ago</time>``); the page's CSS keeps it on one line. Nothing for None; text that
+    is no time is shown as it is (escaped)."""
+    at = instant(value)
+    if at is None:
+        return Markup("") if value is None else escape(str(value))
+    exact = datetime.fromtimestamp(at, UTC)
+    stamp = exact.strftime("%Y-%m-%dT%H:%M:%S") + (
+        f".{exact.microsecond // 1000:03d}Z" if exact.microsecond >= 1000 else "Z")
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        stamp, when(at), relative(at, now))
 
 
 def size(n: int) -> str:

@@ -53,6 +53,43 @@ def test_every_page_renders_with_the_security_headers(alice_web: httpx.Client) -
             assert "signed in as" in response.text and ">alice<" in response.text, url
 
 
+# a date or a time written out, as memory and history carry them
+WRITTEN_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d")
+TIME_ELEMENT = re.compile(r'<time datetime="(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z)" '
+                          r'title="(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC">'
+                          r"(just now|in \d+ \S+|\d+ \S+ ago)</time>")
+
+
+def test_every_time_is_how_long_ago_with_the_utc_time_on_hover(daemon: Daemon,
+                                                               alice_web: httpx.Client) -> None:
+    """One format for every time on every page (history, files, tasks with a lease, a
+    checkpoint, one done, sessions, commits): a <time> element; no time written out
+    anywhere else on the page."""
+    with connect_as(UID_B, daemon.socket) as bob:
+        bob.call("task_add", store="team", task="timed", title="Times")
+        bob.call("task_claim", store="team", task="timed", ttl="1h")
+        bob.call("task_checkpoint", store="team", task="timed", note="half way")
+        bob.call("task_add", store="team", task="timed-done", title="Done")
+        bob.call("task_claim", store="team", task="timed-done", ttl="1h")
+        bob.call("task_complete", store="team", task="timed-done", note="finished")
+    shown = 0
+    for url in [*PAGES, "/ui/stores/notes/?dir=web"]:
+        page = alice_web.get(url).text
+        elements = TIME_ELEMENT.findall(page)
+        shown += len(elements)
+        for stamp, _, title, _said in elements:
+            assert stamp[:10] == title[:10] and stamp[11:19] == title[11:19], url
+        # (the changes page's form shows how to write a time: its placeholder)
+        outside = WRITTEN_TIME.findall(re.sub(r'placeholder="[^"]*"', "",
+                                              TIME_ELEMENT.sub("", page)))
+        assert not outside, (url, outside)
+        assert page.count("<time") == len(elements), url
+        # (a decision carries its day only; the store's top holds only folders)
+        if url not in ("/ui/stores/team/decisions", "/ui/stores/notes/"):
+            assert elements, url
+    assert shown >= 20
+
+
 def test_signed_out_pages_lead_to_the_sign_in_form(daemon: Daemon) -> None:
     with httpx.Client(base_url=daemon.http_url, timeout=60) as web:
         for url in PAGES:
