@@ -20,12 +20,14 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from markupsafe import Markup, escape
 
 from memfs.memory.records import parse_iso
+from memfs.store.history import SINGLE_PATH_OPS
 
 SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):", re.IGNORECASE)
@@ -205,6 +207,74 @@ def parse_patch(text: str) -> list[FileDiff]:
     if current is not None:
         _pair(current, dels, adds)
     return files
+
+
+# -- what a change's summary names ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Part:
+    """A piece of a summary line: its text, and the page it links to (None: plain)."""
+
+    text: str
+    href: str | None = None
+
+
+_NAME = r"[^\s,]+"  # an agent, a task, session or decision id: no space, no comma
+_REV = r"[0-9a-f]{4,40}"
+_SUMMARIES = [re.compile(pattern) for pattern in (
+    rf"task: {_NAME} (?:added|claimed|checkpoint|completed|released) (?P<task>{_NAME})"
+    r"(?:, forced)?",
+    rf"task: {_NAME}'s lease of (?P<task>{_NAME}) released by {_NAME}, forced",
+    rf"session: (?P<agent>{_NAME}) (?:started|checkpoint|handoff) (?P<session>{_NAME})",
+    rf"decision: (?P<decision>{_NAME})(?: supersedes (?P<superseded>{_NAME}))?",
+    rf"restore (?P<path>.+) to (?P<rev>{_REV})",
+    rf"(?P<op>{'|'.join(sorted(SINGLE_PATH_OPS - {'restore'}))}) (?P<path>.+)",
+)]
+
+
+def summary_parts(store: str, summary: str) -> list[Part]:
+    """A change's summary line (memfs writes them: ``write notes/a.md``, ``restore
+    notes/a.md to 3f2c1e0``, ``task: bob claimed fix-login``, ``session: bob started
+    2026-12-01-bob-1a2b``, ``decision: D supersedes OLD``) with what it names linked:
+    a file to its page (a deleted one to its history), a revision to its change, a
+    task, session or decision to its card. Anything else is one plain part."""
+    base = f"/ui/stores/{quote(store)}"
+    for pattern in _SUMMARIES:
+        match = pattern.fullmatch(summary)
+        if match is None:
+            continue
+        found = match.groupdict()
+        links: list[tuple[str, str]] = []
+        path = found.get("path")
+        if path is not None:
+            if not path.startswith(f"{store}/") or len(path) == len(store) + 1:
+                break
+            rel = path[len(store) + 1:]
+            links.append(("path", f"{base}/history?{urlencode({'path': rel})}"
+                          if found.get("op") == "delete"
+                          else f"{base}/files/{quote(rel, safe='/')}"))
+        if found.get("rev"):
+            links.append(("rev", f"{base}/commits/{found['rev']}"))
+        if found.get("task"):
+            links.append(("task", f"{base}/tasks#task-{quote(found['task'])}"))
+        if found.get("session"):
+            links.append(("session", f"{base}/sessions?{urlencode({'agent': found['agent']})}"
+                          f"#s-{quote(found['session'])}"))
+        for group in ("decision", "superseded"):
+            if found.get(group):
+                links.append((group, f"{base}/decisions#d-{quote(found[group])}"))
+        parts, at = [], 0
+        for group, href in sorted(links, key=lambda link: match.start(link[0])):
+            start, end = match.span(group)
+            if start > at:
+                parts.append(Part(summary[at:start]))
+            parts.append(Part(summary[start:end], href))
+            at = end
+        if at < len(summary):
+            parts.append(Part(summary[at:]))
+        return parts
+    return [Part(summary)]
 
 
 # -- times and sizes ---------------------------------------------------------------------

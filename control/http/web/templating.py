@@ -37,5 +37,6 @@ def environment() -> Environment:
         md=lambda text: render.markdown(text or ""), span=render.span, size=render.size,
         urlpath=_urlpath)
     # every time on a page: time_at(epoch seconds or ISO text) (render.time_element)
-    env.globals.update(query=_query, time_at=lambda at: render.time_element(at, time.time()))
+    env.globals.update(query=_query, time_at=lambda at: render.time_element(at, time.time()),
+                       summary_parts=render.summary_parts)
     return env

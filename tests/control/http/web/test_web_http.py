@@ -90,6 +90,40 @@ def test_every_time_is_how_long_ago_with_the_utc_time_on_hover(daemon: Daemon,
     assert shown >= 20
 
 
+def test_changes_link_to_what_they_name(daemon: Daemon, alice_web: httpx.Client) -> None:
+    """A history row (and the overview's latest changes) that names a task, a session,
+    a decision or a restore links to it, and the link's target is on that page."""
+    with connect_as(UID_B, daemon.socket) as bob:
+        first = bob.write("notes/web/restored.md", "one\n")["commit"]
+        bob.write("notes/web/restored.md", "two\n")
+        bob.call("restore", path="notes/web/restored.md", rev=first)
+        bob.call("task_add", store="team", task="linked-task", title="Linked")
+        session = bob.call("session_start", store="team", goal="links")["id"]
+        old = bob.call("decision_record", store="team", title="Old", decision="a",
+                       reason="b")["id"]
+        new = bob.call("decision_record", store="team", title="New", decision="c",
+                       reason="d", supersedes=old)["id"]
+    team = alice_web.get("/ui/stores/team/history").text
+    notes = alice_web.get("/ui/stores/notes/history").text
+    overview = alice_web.get("/ui/").text
+    expected = [
+        (team, "/ui/stores/team/tasks#task-linked-task", "linked-task"),
+        (team, f"/ui/stores/team/sessions?agent=bob#s-{session}", session),
+        (team, f"/ui/stores/team/decisions#d-{new}", new),
+        (team, f"/ui/stores/team/decisions#d-{old}", old),
+        (notes, "/ui/stores/notes/files/web/restored.md", "notes/web/restored.md"),
+        (notes, f"/ui/stores/notes/commits/{first[:7]}", first[:7]),
+        (overview, f"/ui/stores/team/decisions#d-{new}", new),
+    ]
+    for page, href, text in expected:
+        assert f'<a href="{href}">{text}</a>' in page, (href, text)
+        target, _, anchor = href.partition("#")
+        landed = alice_web.get(target.replace("&amp;", "&"))
+        assert landed.status_code == 200, href
+        if anchor:
+            assert f'id="{anchor}"' in landed.text, href
+
+
 def test_signed_out_pages_lead_to_the_sign_in_form(daemon: Daemon) -> None:
     with httpx.Client(base_url=daemon.http_url, timeout=60) as web:
         for url in PAGES:

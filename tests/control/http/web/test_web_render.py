@@ -162,3 +162,26 @@ def test_one_element_for_every_time() -> None:
     assert render.time_element("<b>soon</b>", now) == "&lt;b&gt;soon&lt;/b&gt;"
     assert render.instant(True) is None and render.instant("2026-12-01 18:07:23Z") is None
 
+
+@pytest.mark.parametrize("summary, links", [
+    ("write notes/a b.md", {"notes/a b.md": "/ui/stores/notes/files/a%20b.md"}),
+    ("delete notes/d/x.md", {"notes/d/x.md": "/ui/stores/notes/history?path=d%2Fx.md"}),
+    ("restore notes/a.md to 3f2c1e0", {"notes/a.md": "/ui/stores/notes/files/a.md",
+                                       "3f2c1e0": "/ui/stores/notes/commits/3f2c1e0"}),
+    ("task: bob claimed fix-login", {"fix-login": "/ui/stores/notes/tasks#task-fix-login"}),
+    ("task: bob released fix-login, forced",
+     {"fix-login": "/ui/stores/notes/tasks#task-fix-login"}),
+    ("task: alice's lease of fix-login released by bob, forced",
+     {"fix-login": "/ui/stores/notes/tasks#task-fix-login"}),
+    ("session: bob handoff 2026-12-01-bob-1a2b",
+     {"2026-12-01-bob-1a2b": "/ui/stores/notes/sessions?agent=bob#s-2026-12-01-bob-1a2b"}),
+    ("decision: 2026-12-01-b supersedes 2026-11-30-a",
+     {"2026-12-01-b": "/ui/stores/notes/decisions#d-2026-12-01-b",
+      "2026-11-30-a": "/ui/stores/notes/decisions#d-2026-11-30-a"}),
+    ("recover: 3 paths of notes", {}), ("write ops/a.md", {}), ("write notes/", {}),
+    ("restore notes/a.md to HEAD", {}), ("frobnicate notes/a.md", {}),
+])
+def test_what_a_summary_names_links_to_it(summary: str, links: dict[str, str]) -> None:
+    parts = render.summary_parts("notes", summary)
+    assert "".join(part.text for part in parts) == summary
+    assert {part.text: part.href for part in parts if part.href} == links
