@@ -124,6 +124,20 @@ def test_changes_link_to_what_they_name(daemon: Daemon, alice_web: httpx.Client)
             assert f'id="{anchor}"' in landed.text, href
 
 
+def test_a_folder_of_folders_shows_no_empty_file_table(daemon: Daemon,
+                                                      alice_web: httpx.Client) -> None:
+    with connect_as(UID_B, daemon.socket) as bob:
+        bob.write("notes/nested/a/x.md", "x\n")
+        bob.write("notes/nested/b/y.md", "y\n")
+        bob.write("notes/nested/b/z.md", "z\n")
+    only_folders = alice_web.get("/ui/stores/notes/?dir=nested").text
+    assert 'id="folders"' in only_folders and ">a/<" in only_folders and ">b/<" in only_folders
+    assert 'id="files"' not in only_folders and "No files." not in only_folders
+    files_only = alice_web.get("/ui/stores/notes/?dir=nested/b").text
+    assert 'id="files"' in files_only and 'id="folders"' not in files_only
+    assert ">y.md<" in files_only and ">z.md<" in files_only
+
+
 def test_signed_out_pages_lead_to_the_sign_in_form(daemon: Daemon) -> None:
     with httpx.Client(base_url=daemon.http_url, timeout=60) as web:
         for url in PAGES:
