@@ -138,6 +138,46 @@ def test_a_folder_of_folders_shows_no_empty_file_table(daemon: Daemon,
     assert ">y.md<" in files_only and ">z.md<" in files_only
 
 
+def raw_of(page: str) -> str:
+    found = re.search(r'<pre class="raw" id="raw">(.*?)</pre>', page, re.S)
+    assert found, page
+    return found.group(1)
+
+
+def test_a_big_file_is_shown_a_page_at_a_time(daemon: Daemon,
+                                              alice_web: httpx.Client) -> None:
+    """500 lines a page (at most 64 KiB of them), with the way to the previous and
+    next pages, also of an old version; a page past the last leads to the last."""
+    lines = "".join(f"line {n}\n" for n in range(1, 1235))
+    with connect_as(UID_B, daemon.socket) as bob:
+        old = bob.write("notes/big/lines.txt", lines)["commit"]
+        bob.read("notes/big/lines.txt")
+        bob.write("notes/big/lines.txt", lines.replace("line 700\n", "line 700 changed\n"))
+        bob.write("notes/big/one-line.txt", "x" * 200_000 + "\n")
+    base = "/ui/stores/notes/files/big/lines.txt"
+    first = alice_web.get(base).text
+    assert raw_of(first) == "".join(f"line {n}\n" for n in range(1, 501))
+    assert "page 1 of 3 · lines 1\u2013500 of 1,234" in first
+    assert f'href="{base}?page=2" rel="next"' in first and 'rel="prev"' not in first
+    second = alice_web.get(f"{base}?page=2").text
+    assert raw_of(second).startswith("line 501\n") and "line 700 changed\n" in raw_of(second)
+    assert f'href="{base}?page=1" rel="prev"' in second
+    assert f'href="{base}?page=3" rel="next"' in second
+    last = alice_web.get(f"{base}?page=3").text
+    assert raw_of(last).endswith("line 1234\n") and "lines 1,001\u20131,234 of 1,234" in last
+    assert 'rel="next"' not in last
+    beyond = alice_web.get(f"{base}?page=99", follow_redirects=False)
+    assert beyond.status_code == 303 and beyond.headers["location"] == f"{base}?page=3"
+    then = alice_web.get(f"{base}?at={old}&page=2").text
+    assert "line 700\n" in raw_of(then) and "changed" not in raw_of(then)
+    assert f'href="{base}?at={old}&amp;page=3" rel="next"' in then
+    for bad in ("0", "x", "-1"):
+        assert alice_web.get(f"{base}?page={bad}").status_code == 400
+    long = alice_web.get("/ui/stores/notes/files/big/one-line.txt").text
+    assert len(raw_of(long)) == 64 * 1024 and "only its first 64.0 KiB are shown" in long
+    assert 'class="pager' not in long  # one line: one page
+
+
 def test_signed_out_pages_lead_to_the_sign_in_form(daemon: Daemon) -> None:
     with httpx.Client(base_url=daemon.http_url, timeout=60) as web:
         for url in PAGES:
