@@ -157,6 +157,43 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve to anything
 
 
+_LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(\.{_LABEL})*")  # a DNS name or an IPv4 address
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def parse_origin(value: str) -> str:
+    """A web origin ``scheme://host[:port]`` (http or https; a host name or an IP
+    address, ``[...]`` for IPv6) in the form a browser sends it in ``Origin``: lower
+    case, the scheme's default port left out. Raises ValueError saying what is wrong."""
+    want = f"want scheme://host[:port], e.g. https://example.org or http://localhost:3000, " \
+           f"got {value!r}"
+    scheme, sep, authority = value.strip().lower().partition("://")
+    if not sep or scheme not in DEFAULT_PORTS or not authority or \
+            any(c in authority for c in "/?#@\\ "):
+        raise ValueError(f"{want} (only the scheme, the host and the port: no path, no user)")
+    if authority.startswith("["):
+        host, bracket, port_text = authority[1:].partition("]")
+        if not bracket or (port_text and not port_text.startswith(":")):
+            raise ValueError(want)
+        port_text = port_text[1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{want} (bad IPv6 address)") from None
+        host = f"[{host}]"
+    else:
+        host, _, port_text = authority.partition(":")
+        if not _HOST_NAME.fullmatch(host):
+            raise ValueError(f"{want} (bad host name)")
+    if port_text or authority.endswith(":"):
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ValueError(f"{want} (bad port)")
+        if int(port_text) != DEFAULT_PORTS[scheme]:
+            return f"{scheme}://{host}:{int(port_text)}"
+    return f"{scheme}://{host}"
+
+
 class HttpConfig(_Strict):
     """The daemon's HTTP listener: REST under /v1, MCP at /mcp, /metrics, /healthz
     (control/http/app.py). Identity is a bearer token (``memfs token create``)."""
@@ -171,6 +208,15 @@ class HttpConfig(_Strict):
     # agent's session ended), and per agent (its own oldest sessions end first)
     max_web_sessions: int = Field(default=10_000, ge=1)
     max_web_sessions_per_agent: int = Field(default=32, ge=1)
+    # origins (scheme://host[:port]) whose pages may call /mcp besides the listener's
+    # own; their host[:port] is also taken as a name of this listener (one reached
+    # through a proxy under that name)
+    allowed_origins: list[str] = Field(default_factory=list, max_length=256)
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, values: list[str]) -> list[str]:
+        return [parse_origin(value) for value in values]
 
     @field_validator("listen")
     @classmethod

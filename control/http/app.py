@@ -3,7 +3,8 @@ server (control/http/server.py) inside ``memfs serve``'s nursery, on the daemon'
 own Dispatcher (no second process, no second engine).
 
 Routes: ``/healthz`` and ``/v1/openapi.json`` (public), REST ``/v1/...``
-(control/http/files.py, control/http/op_routes.py), MCP at ``/mcp`` (control/http/mcp.py),
+(control/http/files.py, control/http/op_routes.py), MCP at ``/mcp`` (control/http/mcp.py;
+its Host and Origin checked first, control/http/origins.py),
 ``/metrics`` (control/http/metrics.py; public only with ``[http] public_metrics``), and the
 read-only web view at ``/ui/`` (control/http/web/), whose pages take a sign-in cookie
 opened with a token instead of the header. Everything else needs ``Authorization:
@@ -35,6 +36,7 @@ from control.http.auth import BearerAuth
 from control.http.mcp import McpEndpoint
 from control.http.metrics import CONTENT_TYPE, Metrics
 from control.http.openapi import document
+from control.http.origins import OriginCheck
 from control.http.problems import problem
 from control.http.server import HttpLimits, HttpServer
 from control.http.web.app import build as build_web
@@ -45,6 +47,7 @@ from memfs.config import HttpConfig
 
 log = logging.getLogger("memfs.http")
 PUBLIC = frozenset({"/healthz", "/v1/openapi.json"})
+MCP = "/mcp"  # Host and Origin checked (control/http/origins.py)
 WEB = "/ui"  # the web view: its own sign-in (control/http/web/signin.py), not the header
 
 
@@ -117,7 +120,10 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
     def no_header(path: str) -> bool:
         return path in public or path == WEB or path.startswith(f"{WEB}/")
 
-    middleware = [Middleware(BearerAuth, tokens=dispatcher.tokens,
+    # Host and Origin first (MCP's transport rules: 403 for a page of another site,
+    # token or not), then the bearer token
+    middleware = [Middleware(OriginCheck, http=http, paths={MCP}),
+                  Middleware(BearerAuth, tokens=dispatcher.tokens,
                              agents=dispatcher.engine.agents, public=no_header)]
     if metrics is not None:
         middleware.insert(0, Middleware(_Counting, metrics=metrics))
@@ -125,7 +131,7 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
         Route("/healthz", healthz, methods=["GET"]),
         Route("/v1/openapi.json", openapi, methods=["GET"]),
         Route("/metrics", metrics_text, methods=["GET"]),
-        Route("/mcp", mcp),
+        Route(MCP, mcp),
         *files.routes(api),
         *op_routes.routes(api),
         Route(WEB, lambda _: RedirectResponse(f"{WEB}/", 308), methods=["GET", "HEAD"]),

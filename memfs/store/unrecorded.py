@@ -5,11 +5,11 @@ a file's absence, so looking never makes a stale write acceptable.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 
 from memfs.store import backing
 from memfs.store.errors import InvalidInput
+from memfs.store.pages import Page, read_page
 from memfs.store.paths import MemPath, nameable
 from memfs.store.store import Store
 from memfs.store.versions import FileInfo, Pinned, version_of
@@ -18,7 +18,7 @@ Pin = Callable[[str, MemPath], Pinned]  # (agent, path) -> the current version, 
 
 
 class UnrecordedReads:
-    """peek, files and versions_of: the engine's ``unrecorded`` reads. Built by the
+    """page, files and versions_of: the engine's ``unrecorded`` reads. Built by the
     engine from its stores, its access check and its pin of the current version."""
 
     def __init__(self, stores: Mapping[str, Store], *,
@@ -28,13 +28,15 @@ class UnrecordedReads:
         self._pin = pin
 
     @backing.retry_stale
-    def peek(self, agent: str, path: MemPath, limit: int) -> tuple[bytes, FileInfo]:
-        """The first ``limit`` bytes of the current version, and its info. Raises
+    def page(self, agent: str, path: MemPath, offset: int, limit: int,
+             max_bytes: int) -> tuple[Page, FileInfo]:
+        """Lines ``[offset, offset + limit)`` of the current version, at most
+        ``max_bytes`` of them (memfs/store/pages.py), and its info. Raises
         PermissionDenied, NotFound, InvalidInput (a folder, a symlink, ...)."""
         pinned = self._pin(agent, path)
         with backing.closing_fd(pinned.fd):
-            data = os.pread(pinned.fd, min(limit, pinned.version.size), 0)
-        return data, FileInfo.of(path, pinned.version, pinned.previous)
+            page = read_page(pinned.fd, offset, limit, pinned.version.size, max_bytes)
+        return page, FileInfo.of(path, pinned.version, pinned.previous)
 
     def files(self, agent: str, store: str) -> list[backing.Entry]:
         """Every file of ``store`` that memfs shows and a request can name, with its

@@ -28,14 +28,15 @@ def engine() -> Iterator[Engine]:
 def test_unrecorded_reads_record_nothing_and_check_access(engine: Engine) -> None:
     path, missing = parse_path("notes/look/a.md"), parse_path("notes/look/missing.md")
     written = engine.write("alice", path, b"first line\nsecond line\n")
-    data, info = engine.unrecorded.peek("bob", path, 5)
-    assert data == b"first" and info.digest == written.digest and info.size == 23
+    page, info = engine.unrecorded.page("bob", path, 2, 5, max_bytes=6)
+    assert (page.data, page.lines, page.total_lines, page.cut) == (b"second", 1, 2, True)
+    assert info.digest == written.digest and info.size == 23
     assert info.last_writer == "alice" and info.seen is None  # bob never read it
     assert [e.rel for e in engine.unrecorded.files("bob", "notes")] == ["look/a.md"]
     found = engine.unrecorded.versions_of("bob", [path, missing])
     assert list(found) == [path] and found[path].digest == written.digest
     with pytest.raises(NotFound):
-        engine.unrecorded.peek("bob", missing, 5)
+        engine.unrecorded.page("bob", missing, 1, 5, max_bytes=6)
     assert engine.seen.get("bob", path) is None and engine.seen.get("bob", missing) is None
     with pytest.raises(PermissionDenied):
         engine.unrecorded.files("carol", "ops")

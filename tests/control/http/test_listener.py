@@ -220,7 +220,9 @@ def test_clients_that_go_away_mid_body_leave_a_short_line_at_most(
         b"application/x-www-form-urlencoded\r\nContent-Length: 10000\r\n\r\ntoken=x",
         b"PUT /v1/stores/notes/files/cut.md HTTP/1.1\r\nHost: memfs\r\nAuthorization: "
         b"Bearer " + token.encode() + b"\r\nContent-Length: 10000\r\n\r\nhalf a ",
-        b"POST /mcp HTTP/1.1\r\nHost: memfs\r\nAuthorization: Bearer " + token.encode()
+        # (/mcp takes only its own names as Host: control/http/origins.py)
+        b"POST /mcp HTTP/1.1\r\nHost: " + daemon.http_url.removeprefix("http://").encode()
+        + b"\r\nAuthorization: Bearer " + token.encode()
         + b"\r\nAccept: application/json, text/event-stream\r\nContent-Type: "
         b"application/json\r\nContent-Length: 10000\r\n\r\n{\"jsonrpc\"",
     ]
