@@ -277,6 +277,7 @@ async def run(config: Config, started: Started, *,
                                                           metrics=metrics)
             engine.observe_commits(metrics.commit_seconds.observe)
             jail.observer = metrics.jail_run
+            metrics.watch_mirrors(mirrors)
         else:
             dispatcher = Dispatcher(engine, jail, memory, mirrors)
             server = ControlServer(dispatcher, started.limits)
