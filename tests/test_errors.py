@@ -16,7 +16,6 @@ import pytest
 import jail.errors
 import memfs.memory.errors
 import memfs.store.errors
-import memfs.store.gitcli
 import memfs.store.history
 import memfs.store.mirror
 import memfs.store.restore
@@ -48,7 +47,6 @@ from memfs.store.errors import (
     PermissionDenied,
     TooLarge,
 )
-from memfs.store.gitcli import GitUnavailable
 from memfs.store.history import HistoryError, HistoryFull
 from memfs.store.mirror import MirrorFailed
 from memfs.store.restore import RestoreError
@@ -160,7 +158,6 @@ RAISED: list[tuple[BaseException, str | None]] = [
     (JailBusy("4 runs at once"), "busy"),  # "a limit ... (jailed tool runs) is reached"
     (ToolFailed("rg exited 2", 2, "oops"), "invalid"),
     (MirrorFailed("store notes: mirror /srv/notes.git is down", []), "mirror_failed"),
-    (GitUnavailable("cannot run git"), None),
     (RestoreError("cannot write a.md"), None),  # at start only: the daemon does not start
 ]
 
@@ -168,7 +165,7 @@ RAISED: list[tuple[BaseException, str | None]] = [
 def test_every_exception_raised_on_purpose_is_sampled_above() -> None:
     defined = {
         value for module in (memfs.store.errors, memfs.memory.errors, memfs.store.history,
-                             memfs.store.mirror, memfs.store.gitcli, memfs.store.restore,
+                             memfs.store.mirror, memfs.store.restore,
                              jail.errors)
         for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, BaseException)

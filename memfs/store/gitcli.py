@@ -25,8 +25,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from memfs.errors import MemfsError
-
 GIT = "git"
 # Settings for every run: no hooks of ours, no housekeeping in the store's repository
 # (the daemon packs it), messages in English (they are parsed and shown), and a fetch
@@ -36,18 +34,16 @@ _SETTINGS = ("core.hooksPath=/dev/null", "gc.auto=0", "maintenance.auto=false",
 MAX_OUTPUT = 64 * 1024  # what is kept of a run's stdout or stderr
 
 
-class GitUnavailable(MemfsError):
-    """The git program cannot be run (not installed: scripts/setup installs it)."""
-
-
 @dataclass(frozen=True)
 class GitRun:
-    """What one run of git did: its exit code (None: stopped at its time limit or by
-    `GitRunner.stop`), its output, and its error text (both cut at MAX_OUTPUT)."""
+    """What one run of git did: its exit code (None: it could not run, or was killed
+    at its time limit or by `GitRunner.stop`), its output, and its error text (both
+    cut at MAX_OUTPUT); ``stopped``: ended (or never begun) by `GitRunner.stop`."""
 
     returncode: int | None
     stdout: str
     stderr: str
+    stopped: bool = False
 
     @property
     def ok(self) -> bool:
@@ -87,8 +83,8 @@ class GitRunner:
 
     def run(self, args: list[str], *, git_dir: Path | None, timeout: float) -> GitRun:
         """``git -c ... [--git-dir GIT_DIR] ARGS`` with a time limit of ``timeout``
-        seconds (then it and every process it started are killed). Raises
-        GitUnavailable."""
+        seconds (then it and every process it started are killed). Never raises: git
+        missing is a failed run that says so."""
         argv = [GIT]
         setpriv = shutil.which("setpriv")  # util-linux: on every Debian
         if setpriv is not None:
@@ -100,15 +96,15 @@ class GitRunner:
         argv += args
         with self._lock:
             if self._stopped:
-                return GitRun(None, "", "the daemon is stopping")
+                return GitRun(None, "", "the daemon is stopping", stopped=True)
             try:
                 process = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE, env=environment(), cwd=git_dir or "/",
                     start_new_session=True)  # no terminal to prompt on; killed as a group
             except OSError as error:
-                raise GitUnavailable(f"cannot run git: {error} (scripts/setup installs "
-                                     "it)") from None
+                return GitRun(None, "", f"cannot run git: {error} (scripts/setup installs "
+                              "it)")
             self._running.add(process)
         try:
             try:
@@ -124,8 +120,9 @@ class GitRunner:
         finally:
             with self._lock:
                 self._running.discard(process)
+                stopped = self._stopped and code is None
         return GitRun(code, out[-MAX_OUTPUT:].decode(errors="replace"),
-                      err[-MAX_OUTPUT:].decode(errors="replace"))
+                      err[-MAX_OUTPUT:].decode(errors="replace"), stopped)
 
     def stop(self) -> None:
         """Kill every run under way; later runs return at once, unsuccessful."""

@@ -178,9 +178,9 @@ class StoreMirror:
 
     def _run(self) -> None:
         while True:
+            idle = self._idle_seconds()  # reads the state file: not under the condition
             with self._cond:
-                self._cond.wait_for(lambda: self._woken or self._stopping,
-                                    timeout=self._idle_seconds())
+                self._cond.wait_for(lambda: self._woken or self._stopping, timeout=idle)
                 if self._stopping:
                     return
                 self._woken = False
@@ -197,14 +197,14 @@ class StoreMirror:
 
     # -- pushing ------------------------------------------------------------------------
 
-    def push(self, *, explicit: bool) -> list[MirrorStatus]:
+    def push(self, *, explicit: bool) -> None:
         """Push ``main`` to every mirror that needs it: one whose remote's main is not
         ours, unless (``explicit`` False) it is down and its retry is not due, or it
         refused this very ``main``. ``explicit``: push now to each mirror that is not
-        up to date, whatever its state (never forced). Returns their status."""
+        up to date, whatever its state (never forced)."""
         head = self._head()
         if not explicit and not any(self._due(r, head) for r in self._records().values()):
-            return self.status()
+            return
         with self._pushes, statefile.locked(self.lock_file):
             records = self._records()  # another daemon may have pushed meanwhile
             head = self._head()
@@ -216,11 +216,11 @@ class StoreMirror:
                     continue
                 self._pushing = url
                 try:
-                    self._push(url, record, head)
+                    pushed = self._push(url, record, head)
                 finally:
                     self._pushing = None
-                self._save(records)
-        return self.status()
+                if pushed:
+                    self._save(records)
 
     @staticmethod
     def _due(record: Record, head: str | None) -> bool:
@@ -231,11 +231,14 @@ class StoreMirror:
         return not (record.state == DOWN and record.retry_at is not None
                     and time.time() < record.retry_at)
 
-    def _push(self, url: str, record: Record, head: str) -> None:
-        """One push of ``head`` to ``url``'s main; updates ``record``."""
+    def _push(self, url: str, record: Record, head: str) -> bool:
+        """One push of ``head`` to ``url``'s main; updates ``record``. False when the
+        daemon stopped it: nothing is known then (the next start pushes again)."""
         run = self.runner.run(["push", "--porcelain", "--no-verify", "--", url,
                                f"{head}:{REF}"], git_dir=self.repository,
                               timeout=PUSH_TIMEOUT)
+        if run.stopped:
+            return False
         now = time.time()
         record.last_attempt = now
         if run.ok:
@@ -245,7 +248,7 @@ class StoreMirror:
             record.last_error = record.retry_at = record.rejected_head = None
             record.failures = 0
             self._count(url, "ok")
-            return
+            return True
         rejected = _rejected(run.stdout)
         if rejected is not None:
             remote, reason = rejected
@@ -267,7 +270,7 @@ class StoreMirror:
                         "changes, or with `memfs mirror push`)", self.store, shown(url),
                         record.state, record.last_error)
             self._count(url, record.state)
-            return
+            return True
         record.failures += 1
         wait = min(RETRY_MAX, RETRY_FIRST * 2 ** (record.failures - 1))
         record.retry_at = now + wait * random.uniform(0.9, 1.1)
@@ -275,6 +278,7 @@ class StoreMirror:
         log.warning("store %s: mirror %s is down (%s); pushing again in %.0f s",
                     self.store, shown(url), record.last_error, record.retry_at - now)
         self._count(url, DOWN)
+        return True
 
     def _remote_head(self, url: str) -> str | None:
         """The remote's main now ("" when it has none; None: not known)."""
@@ -446,7 +450,11 @@ class Mirrors:
     def push(self, stores: list[str]) -> list[MirrorStatus]:
         """Push each of ``stores`` to its mirrors now and wait for the result; raises
         MirrorFailed when a mirror is not up to date afterwards."""
-        found = [status for store in stores for status in self.of(store).push(explicit=True)]
+        found = []
+        for store in stores:
+            mirror = self.of(store)
+            mirror.push(explicit=True)
+            found += mirror.status()
         failed = [s for s in found if s.state != OK]
         if failed:
             raise MirrorFailed("; ".join(

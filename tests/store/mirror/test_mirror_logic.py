@@ -68,7 +68,8 @@ def test_a_mirror_that_is_down_is_tried_later_and_later(tmp_path: Path) -> None:
     commit(repo, "a.md")
     waits = []
     for failures in (1, 2, 3):
-        status = mirror.push(explicit=True)[0]
+        mirror.push(explicit=True)
+        status = mirror.status()[0]
         assert status.state == DOWN and status.commits_behind == 1 and status.last_error
         assert mirror._records()[mirror.urls[0]].failures == failures
         assert status.retry_at is not None and status.last_attempt is not None
@@ -76,7 +77,8 @@ def test_a_mirror_that_is_down_is_tried_later_and_later(tmp_path: Path) -> None:
     for failures, wait in enumerate(waits, start=1):
         assert RETRY_FIRST * 2 ** (failures - 1) * 0.9 <= wait <= RETRY_FIRST * 2 ** failures
     attempted = mirror.status()[0].last_attempt
-    assert mirror.push(explicit=False)[0].last_attempt == attempted  # its retry is not due
+    mirror.push(explicit=False)
+    assert mirror.status()[0].last_attempt == attempted  # its retry is not due
     assert mirror.outcomes() == {(mirror.urls[0], DOWN): 3}
 
 
@@ -86,13 +88,16 @@ def test_a_refused_push_waits_for_main_to_move(tmp_path: Path) -> None:
     theirs = commit(remote, "theirs.md")
     mirror, repo = store_mirror(tmp_path, str(tmp_path / "remote.git"))
     commit(repo, "a.md")
-    status = mirror.push(explicit=False)[0]
+    mirror.push(explicit=False)
+    status = mirror.status()[0]
     assert status.state == DIVERGED and status.remote_head == theirs
     assert status.commits_behind == 1  # their commit is unknown here: all of ours count
     attempted = status.last_attempt
-    assert mirror.push(explicit=False)[0].last_attempt == attempted  # main did not move
+    mirror.push(explicit=False)
+    assert mirror.status()[0].last_attempt == attempted  # main did not move
     commit(repo, "b.md")
-    again = mirror.push(explicit=False)[0]
+    mirror.push(explicit=False)
+    again = mirror.status()[0]
     assert again.state == DIVERGED and again.last_attempt != attempted
     assert str(remote.references["refs/heads/main"].target) == theirs  # never overwritten
 
