@@ -5,7 +5,8 @@ in the background, so that a lost host can be started again from a backup
 A pusher per store (`StoreMirror`, a thread) is woken when a commit lands (the
 engine's commit listeners call `Mirrors.committed`) and also looks at ``main`` every
 POLL_SECONDS (commits of another daemon on the root, ``recover:`` commits at start).
-It pushes whatever has accumulated since the last push, one push of a store at a time:
+Woken, it lets the commits of a burst gather for BATCH_SECONDS, then pushes whatever
+has accumulated since the last push, one push of a store at a time:
 ``git push`` of the commit ``main`` points at to the remote's ``refs/heads/main``,
 never forced (memfs/store/gitcli.py runs git). Pushes happen outside the store lock,
 from the repository's files: a mirror never slows or refuses a write, whatever it does.
@@ -54,6 +55,7 @@ REF = "refs/heads/main"
 PUSH_TIMEOUT = 600.0  # seconds a push may take (a first push of a long history too)
 LS_REMOTE_TIMEOUT = 60.0
 POLL_SECONDS = 5.0  # how often a pusher looks at main without being woken
+BATCH_SECONDS = 1.0  # how long a woken pusher lets commits gather before it pushes
 RETRY_FIRST = 2.0  # seconds before a mirror that is down is tried again ...
 RETRY_MAX = 300.0  # ... doubling up to this
 STOP_SECONDS = 5.0  # how long a stopping daemon waits for a pusher to end
@@ -180,7 +182,11 @@ class StoreMirror:
         while True:
             idle = self._idle_seconds()  # reads the state file: not under the condition
             with self._cond:
-                self._cond.wait_for(lambda: self._woken or self._stopping, timeout=idle)
+                woken = self._cond.wait_for(lambda: self._woken or self._stopping,
+                                            timeout=idle)
+                if woken and not self._stopping:
+                    # let the commits of a burst gather: one push takes them all
+                    self._cond.wait_for(lambda: self._stopping, timeout=BATCH_SECONDS)
                 if self._stopping:
                     return
                 self._woken = False

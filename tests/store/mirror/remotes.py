@@ -120,17 +120,19 @@ class GitDaemon:
 
 
 class HeldPush:
-    """A pre-receive hook in a bare repository that holds every push once its pack
-    has arrived (``arrived`` appears) until `release` (``release`` appears); pushes
-    after that pass at once."""
+    """A pre-receive hook in a bare repository that counts pushes and holds every push
+    once its pack has arrived (``arrived`` appears) until `release` (``release``
+    appears); pushes after that pass at once."""
 
     def __init__(self, repository: Path) -> None:
         self.arrived = repository / "push-arrived"
         self.released = repository / "push-release"
+        self.log = repository / "pushes"
         hook = repository / "hooks" / "pre-receive"
         hook.parent.mkdir(exist_ok=True)
         hook.write_text(f"""#!/bin/sh
 cat >/dev/null
+echo push >> {self.log}
 touch {self.arrived}
 i=0
 while [ ! -e {self.released} ] && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done
@@ -138,6 +140,10 @@ exit 0
 """)
         hook.chmod(0o755)
         os.chown(hook, *daemon_ids())
+
+    def pushes(self) -> int:
+        """How many pushes the hook has seen."""
+        return len(self.log.read_text().splitlines()) if self.log.exists() else 0
 
     def wait_arrived(self) -> None:
         wait_for(self.arrived.exists, "a push to reach the remote's hook")

@@ -104,6 +104,7 @@ def test_writes_go_on_while_a_push_is_held_in_the_middle(base: Path) -> None:
         held.release()
         wait_for(lambda: converged(daemon.socket, "notes"), "the mirror to catch up")
         assert main_of(remote) == local_main(daemon) == made[-1]
+        assert held.pushes() == 2  # the 20 commits made meanwhile went in one push
     fsck(remote)
 
 
