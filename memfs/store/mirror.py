@@ -372,14 +372,16 @@ class StoreMirror:
         if head is None or head == remote:
             return 0
         key = (head, remote)
-        if key not in self._behind:
-            try:
-                self._behind = {key: _count_behind(self.repository, head, remote)}
-            except (pygit2.GitError, KeyError, ValueError) as error:
-                log.warning("store %s: cannot count the commits behind: %s", self.store,
-                            error)
-                return 0
-        return self._behind[key]
+        known = self._behind  # one (head, remote) remembered; status may run in threads
+        if key in known:
+            return known[key]
+        try:
+            count = _count_behind(self.repository, head, remote)
+        except (pygit2.GitError, KeyError, ValueError) as error:
+            log.warning("store %s: cannot count the commits behind: %s", self.store, error)
+            return 0
+        self._behind = {key: count}
+        return count
 
 
 def _count_behind(repository: Path, head: str, remote: str | None) -> int:
