@@ -11,6 +11,7 @@ import ipaddress
 import os
 import re
 import tomllib
+import urllib.parse
 from pathlib import Path
 from typing import Literal
 
@@ -42,6 +43,51 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The transports a mirror may use: git's own (ext:: and fd:: run commands or use
+# descriptors of the daemon's: never)
+MIRROR_SCHEMES = frozenset({"file", "ssh", "git", "http", "https", "git+ssh", "ssh+git"})
+# git's scp-like form, [USER@]HOST:PATH (no slash before the colon, no "::" transport)
+_SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:(?!:)[^\s]*$")
+
+
+def check_mirror_url(url: str) -> str:
+    """A mirror's URL as git takes it: ``SCHEME://...`` for the schemes of
+    MIRROR_SCHEMES, ``[USER@]HOST:PATH`` (ssh), or an absolute path; raises ValueError
+    saying what is wrong. A password in the URL is refused: the URL is shown to agents
+    (``memfs mirror status``) and logged; git's credential helpers give passwords."""
+    if not url or len(url) > 2048:
+        raise ValueError("a mirror URL is 1-2048 characters")
+    if not url.isprintable() or any(c.isspace() for c in url):
+        raise ValueError(f"mirror URL {url!r} holds a space or a control character")
+    if url.startswith("-"):
+        raise ValueError(f"mirror URL {url!r} starts with '-'")
+    if "://" in url:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme.lower() not in MIRROR_SCHEMES:
+            raise ValueError(f"mirror URL {url!r}: scheme {parts.scheme!r} is not one of "
+                             f"{', '.join(sorted(MIRROR_SCHEMES))}")
+        if parts.password is not None:
+            raise ValueError(
+                "a mirror URL holds no password (it is shown by `memfs mirror status` and "
+                "logged): let git's credential helper give it (git config credential.helper)"
+                ", or use ssh keys")
+        if parts.scheme.lower() == "file" and (parts.netloc not in ("", "localhost")
+                                               or not parts.path.startswith("/")):
+            raise ValueError(f"mirror URL {url!r}: use file:///ABSOLUTE/PATH")
+        if parts.scheme.lower() != "file" and not parts.hostname:
+            raise ValueError(f"mirror URL {url!r} names no host")
+        return url
+    if url.startswith("/"):
+        return url
+    if "::" in url.split("/", 1)[0]:
+        raise ValueError(f"mirror URL {url!r}: git's TRANSPORT::ADDRESS form is refused "
+                         "(it may run commands)")
+    if _SCP_LIKE.fullmatch(url) and "/" not in url.split(":", 1)[0]:
+        return url
+    raise ValueError(f"mirror URL {url!r}: give an absolute path, file:///PATH, "
+                     "ssh://[USER@]HOST/PATH, [USER@]HOST:PATH, git://, http:// or https://")
+
+
 class StoreConfig(_Strict):
     """A store: a named folder of files."""
 
@@ -51,6 +97,24 @@ class StoreConfig(_Strict):
     history: bool = True
     # holds sessions/, tasks/ and decisions/, written only by their operations
     structured: bool = False
+    # git remotes the history is pushed to in the background (memfs/store/mirror.py):
+    # one URL or a list of them
+    mirror: str | list[str] = Field(default_factory=list)
+
+    @field_validator("mirror")
+    @classmethod
+    def _mirror(cls, value: str | list[str]) -> str | list[str]:
+        urls = [value] if isinstance(value, str) else value
+        for url in urls:
+            check_mirror_url(url)
+        if len(set(urls)) != len(urls):
+            raise ValueError("a mirror URL is given twice")
+        return value
+
+    @property
+    def mirrors(self) -> tuple[str, ...]:
+        """The mirror URLs, in the config's order."""
+        return (self.mirror,) if isinstance(self.mirror, str) else tuple(self.mirror)
 
 
 class AgentConfig(_Strict):
@@ -312,6 +376,10 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Config:
+        for name, spec in self.stores.items():
+            if spec.mirrors and not spec.history:
+                raise ValueError(f"stores.{name}.mirror: a mirror receives the store's "
+                                 "history, and this store has history = false")
         if self.personal is not None:
             if self.agents:
                 raise ValueError(

@@ -61,12 +61,36 @@ def test_good_config_and_defaults() -> None:
         (with_(limits={"jail_queue_seconds": 61}), "limits.jail_queue_seconds"),
         (with_(limits={"max_connections_per_uid": 0}), "limits.max_connections_per_uid"),
         (with_(limits={"fd_reserve": 10}), "limits.fd_reserve"),
+        (with_(stores={"a": {"mirror": "https://bob:s3cret@example.org/a.git"}}),
+         "stores.a.mirror: a mirror URL holds no password"),
+        (with_(stores={"a": {"mirror": "backups/a.git"}}), "stores.a.mirror: mirror URL "
+         "'backups/a.git': give an absolute path"),
+        (with_(stores={"a": {"mirror": "ext::sh -c touch% /tmp/x"}}), "stores.a.mirror"),
+        (with_(stores={"a": {"mirror": "fd::3"}}), "TRANSPORT::ADDRESS form is refused"),
+        (with_(stores={"a": {"mirror": "--upload-pack=touch /tmp/x"}}), "stores.a.mirror"),
+        (with_(stores={"a": {"mirror": "ftp://example.org/a.git"}}), "scheme 'ftp'"),
+        (with_(stores={"a": {"mirror": "file://host/srv/a.git"}}), "file:///ABSOLUTE/PATH"),
+        (with_(stores={"a": {"mirror": ["/srv/a.git", "/srv/a.git"]}}), "given twice"),
+        (with_(stores={"a": {"mirror": "/srv/a.git", "history": False}}),
+         "stores.a.mirror: a mirror receives the store's history, and this store has "
+         "history = false"),
     ],
 )
 def test_bad_configs_name_the_key(data: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_config(data)
     assert fragment in str(caught.value)
+
+
+def test_mirrors_take_every_url_git_takes() -> None:
+    urls = ["file:///srv/a.git", "/srv/a.git", "ssh://git@example.org:2222/a.git",
+            "git@example.org:memfs/a.git", "git://example.org/a.git",
+            "https://bob@example.org/a.git", "http://[::1]:8080/a.git"]
+    config = parse_config(with_(stores={**GOOD["stores"], "a": {"mirror": urls},
+                                        "b": {"mirror": urls[0]}, "c": {}}))
+    assert config.stores["a"].mirrors == tuple(urls)
+    assert config.stores["b"].mirrors == ("file:///srv/a.git",)
+    assert config.stores["c"].mirrors == ()
 
 
 def test_load_config_errors(tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ import jail.errors
 import memfs.memory.errors
 import memfs.store.errors
 import memfs.store.history
+import memfs.store.mirror
+import memfs.store.restore
 from control import protocol as p
 from control.client import client as c
 from control.http.openapi import document
@@ -46,6 +48,8 @@ from memfs.store.errors import (
     TooLarge,
 )
 from memfs.store.history import HistoryError, HistoryFull
+from memfs.store.mirror import MirrorFailed
+from memfs.store.restore import RestoreError
 from tests.support import REPO
 
 README = " ".join((REPO / "README.md").read_text().split())
@@ -71,10 +75,10 @@ CLIENT_CODES = [*PROTOCOL_CODES, "connection"]
 
 
 def _readme_exit_codes() -> dict[str, int]:
-    """"## CLI": "**Exit codes**: 0 ok, 1 other error (...), 2 ..., 6 no space (...)." A
+    """"## CLI": "**Exit codes**: 0 ok, 1 other error (...), 2 ..., 7 mirror failed (...)." A
     code named in an item (as `code` or in words) exits with its number; a code named
     in none is an "other error" (1)."""
-    items = re.split(r", (?=\**\d )", _readme_span("**Exit codes**:", "freed).")
+    items = re.split(r", (?=\**\d )", _readme_span("**Exit codes**:", "unchanged).")
                      .removeprefix("**Exit codes**: "))
     exits: dict[str, int] = {}
     for item in items:
@@ -91,10 +95,11 @@ README_EXIT = _readme_exit_codes()
 
 def test_readme_names_what_these_tests_read() -> None:
     """Guards the parsing above: each list README gives was found, and whole."""
-    assert PROTOCOL_CODES[0] == "conflict" and len(PROTOCOL_CODES) == 10
+    assert PROTOCOL_CODES[0] == "conflict" and len(PROTOCOL_CODES) == 11
     assert HTTP_STATUS["conflict"] == HTTP_STATUS["lease_lost"] == 409
     assert HTTP_STATUS["unauthenticated"] == 401 and HTTP_STATUS["internal"] == 500
     assert README_EXIT["lease_held"] == 3 and README_EXIT["no_space"] == 6
+    assert README_EXIT["mirror_failed"] == 7
     assert README_EXIT["busy"] == README_EXIT["connection"] == 1
 
 
@@ -152,12 +157,15 @@ RAISED: list[tuple[BaseException, str | None]] = [
     (JailLimit("timed out"), "invalid"),
     (JailBusy("4 runs at once"), "busy"),  # "a limit ... (jailed tool runs) is reached"
     (ToolFailed("rg exited 2", 2, "oops"), "invalid"),
+    (MirrorFailed("store notes: mirror /srv/notes.git is down", []), "mirror_failed"),
+    (RestoreError("cannot write a.md"), None),  # at start only: the daemon does not start
 ]
 
 
 def test_every_exception_raised_on_purpose_is_sampled_above() -> None:
     defined = {
         value for module in (memfs.store.errors, memfs.memory.errors, memfs.store.history,
+                             memfs.store.mirror, memfs.store.restore,
                              jail.errors)
         for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, BaseException)
@@ -260,6 +268,8 @@ MODEL_TEXT = {
                 "operator, then retry. (M)",
     "internal": "memfs internal error: M",
     "connection": "memfs is unreachable: M",
+    "mirror_failed": "A mirror push failed: M. The memory itself is unchanged; tell the "
+                     "operator.",
 }
 
 

@@ -137,6 +137,13 @@ class NoSpaceError(MemfsClientError):
     code = "no_space"
 
 
+class MirrorFailedError(MemfsClientError):
+    """A push asked for did not bring a mirror up to date (details: ``mirrors``, each
+    with its state and last error); the memory itself is unchanged."""
+
+    code = "mirror_failed"
+
+
 class InternalError(MemfsClientError):
     code = "internal"
 

@@ -33,6 +33,7 @@ from memfs.store.errors import (
     PermissionDenied,
 )
 from memfs.store.history import delegated
+from memfs.store.mirror import MirrorFailed, Mirrors
 from memfs.tokens import Tokens
 
 log = logging.getLogger("memfs.control")
@@ -64,20 +65,24 @@ def _details(error: BaseException) -> dict[str, Any]:
         return {"task": error.task, "holder": error.holder}
     if isinstance(error, AgentRequired):  # memfs mcp then takes the MCP client's name
         return {"agent_required": True}
+    if isinstance(error, MirrorFailed):
+        return {"mirrors": [status.fields() for status in error.mirrors]}
     return {}
 
 
 class Dispatcher:
     """Carries out requests with the collaborators it is given: the engine, the jail
-    (None: no search or sed edit) and the memory model; each op's handler comes from
-    the registry (control/ops/registry.py)."""
+    (None: no search or sed edit), the memory model and the stores' mirrors (default:
+    their records, with no pusher running); each op's handler comes from the registry
+    (control/ops/registry.py)."""
 
     def __init__(self, engine: Engine, tools: Jail | None = None,
-                 memory: Memory | None = None) -> None:
+                 memory: Memory | None = None, mirrors: Mirrors | None = None) -> None:
         self.engine = engine
         self.tools = tools
         self.memory = memory or Memory(engine)
-        self.parts = Parts(engine, self.memory, tools, self._tokens)
+        self.mirrors = mirrors or Mirrors(engine.config)
+        self.parts = Parts(engine, self.memory, tools, self._tokens, self.mirrors)
         self._disk_full = RateLimitedLog()
 
     @functools.cached_property

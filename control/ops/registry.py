@@ -1,5 +1,5 @@
 """The one list of operations: each op is declared once, where its handler is
-(control/ops/storage.py, history.py, memory.py, tokens.py), with
+(control/ops/storage.py, history.py, memory.py, tokens.py, mirrors.py), with
 
 * its request model (a `control.protocol.base.BaseRequest` whose ``op`` Literal names it),
 * its handler, ``handler(call, request) -> result dict``, raising the engine's, the
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from jail import Jail
     from memfs.memory.model import Memory
     from memfs.store.engine import Engine
+    from memfs.store.mirror import Mirrors
     from memfs.tokens import Tokens
 
 # "read": an agent looks (the engine checks it may read the store); "write": an agent
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 Access = Literal["read", "write", "operator"]
 # The modules that declare ops, imported once by `ops`.
 DECLARATIONS = ("control.ops.storage", "control.ops.history", "control.ops.memory",
-                "control.ops.tokens")
+                "control.ops.tokens", "control.ops.mirrors")
 # fields a transport fills in itself, never taken from a caller
 RESERVED_FIELDS = frozenset({"op", "id", "as_agent"})
 
@@ -78,12 +79,13 @@ class Tool:
 @dataclass(frozen=True)
 class Parts:
     """What handlers work with: the engine, the memory model, the jail (None when it is
-    not running) and the HTTP tokens."""
+    not running), the HTTP tokens and the stores' mirrors."""
 
     engine: Engine
     memory: Memory
     jail: Jail | None
     tokens: Callable[[], Tokens]
+    mirrors: Mirrors
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,14 @@
 rm, download, upload, grep) and the daemon's (serve, attach, detach, mcp) here, the
 other groups each in a module that registers its commands into the parser:
 `memfs.cli.history` (log, show, diff, restore), `memfs.cli.memory` (session, task,
-decision, brief), `memfs.cli.tokens` (token, agent); ``python -m memfs.cli`` runs it
-too. The file commands live here rather than in a module of their own so that
-``memfs cat`` loads one module of memfs: each costs start-up (about 0.1 ms).
+decision, brief), `memfs.cli.tokens` (token, agent), `memfs.cli.mirror` (mirror
+status and push); ``python -m memfs.cli`` runs it too. The file commands live here
+rather than in a module of their own so that ``memfs cat`` loads one module of
+memfs: each costs start-up (about 0.1 ms).
 Client commands import only the small socket client, never the server stack, so
 ``memfs cat`` starts about as fast as Python itself. Exit codes (each error code's is
 in memfs/errors.py): 0 ok, 1 other error, 2 bad usage or invalid input, 3 conflict,
-4 permission denied, 5 not found, 6 the memory's disk is full.
+4 permission denied, 5 not found, 6 the memory's disk is full, 7 a mirror push failed.
 """
 
 from __future__ import annotations
@@ -227,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="memfs", parents=[common],
         description="Shared memory for agents: plain files, version-checked writes.",
         epilog="exit codes: 0 ok, 1 error, 2 usage/invalid, 3 conflict, "
-               "4 permission denied, 5 not found, 6 disk full",
+               "4 permission denied, 5 not found, 6 disk full, 7 mirror push failed",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -295,12 +296,13 @@ def _parser() -> argparse.ArgumentParser:
     upload.add_argument("path", metavar="PATH")
     upload.add_argument("--force", action="store_true", help="skip the version check")
     add("grep", cmd_grep, "search with ripgrep: memfs grep [RG-FLAGS] PATTERN [PATH...]")
-    from memfs.cli import history, memory, tokens
+    from memfs.cli import history, memory, mirror, tokens
 
     history.register(add)
     memory.register(add, common)
     tokens.register(add, common)
     tokens.register_agents(add, common)
+    mirror.register(add, common)
     return parser
 
 

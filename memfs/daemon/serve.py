@@ -3,7 +3,8 @@ model needs (memfs/daemon/privilege.py): as root, the privileged phase (the root
 mount point and the socket's directory handed to the service user; the control socket
 and the HTTP listener bound), then the drop; then, as any user, the engine, the mount
 and the lock-down. `run` then recovers and serves engine, jail, mount, control socket
-and (with ``[http]``) the HTTP listener in one nursery, tells systemd when all are up
+and (with ``[http]``) the HTTP listener in one nursery, pushes each store's history to
+its mirrors in the background (memfs/store/mirror.py), tells systemd when all are up
 (``READY=1``), and turns SIGINT/SIGTERM into a clean shutdown (``STOPPING=1``; HTTP
 requests in flight finish, the mount is unmounted, the socket removed, the jail
 launcher stopped)."""
@@ -45,6 +46,7 @@ from memfs.memory.model import Memory
 from memfs.service_user import service_user
 from memfs.store import shared_root
 from memfs.store.engine import Engine
+from memfs.store.mirror import Mirrors
 
 if TYPE_CHECKING:
     from control.http.app import BoundHttp
@@ -222,6 +224,10 @@ def start(config: Config, stack: contextlib.ExitStack, *,
         privilege.drop(user)
     jail = start_jail(config)  # under the service user: the jail needs no privilege
     stack.callback(jail.close)
+    if any(spec.mirrors for spec in config.stores.values()):
+        from memfs.store.restore import restore_from_mirrors
+
+        restore_from_mirrors(config)  # a lost host's stores, from their backups
     engine = Engine(config)
     stack.callback(engine.close)
     mounted: Mount | None = None
@@ -259,22 +265,28 @@ async def run(config: Config, started: Started, *,
     engine, jail = started.engine, started.jail
     dispatcher: Dispatcher | None = None
     metrics = None
+    mirrors = Mirrors(config)
     try:
         memory = Memory(engine)
         if config.http is not None:
             from control.http.metrics import MeasuredControlServer, MeasuredDispatcher, Metrics
 
             metrics = Metrics()
-            dispatcher = MeasuredDispatcher(engine, jail, memory, metrics=metrics)
+            dispatcher = MeasuredDispatcher(engine, jail, memory, mirrors, metrics=metrics)
             server: ControlServer = MeasuredControlServer(dispatcher, started.limits,
                                                           metrics=metrics)
             engine.observe_commits(metrics.commit_seconds.observe)
             jail.observer = metrics.jail_run
+            metrics.watch_mirrors(mirrors)
         else:
-            dispatcher = Dispatcher(engine, jail, memory)
+            dispatcher = Dispatcher(engine, jail, memory, mirrors)
             server = ControlServer(dispatcher, started.limits)
         await trio.to_thread.run_sync(engine.recover)
         await trio.to_thread.run_sync(memory.repair)
+        # each store's pusher wakes at a commit (and looks at main every few seconds:
+        # other daemons' commits, recovery's); it never holds up the commit
+        engine.commit_listeners.append(mirrors.committed)
+        mirrors.start()
         await sweep_seen_records(engine, first=True)
         text = None if banner is None else await trio.to_thread.run_sync(banner, engine)
         listener = trio.SocketListener(trio.socket.from_stdlib_socket(started.control))
@@ -329,6 +341,7 @@ async def run(config: Config, started: Started, *,
                     nursery.cancel_scope.cancel()
                     break
     finally:
+        mirrors.close()  # a push under way is killed: its remote keeps what it had
         if config.http is not None and dispatcher is not None:
             _flush_tokens(dispatcher)
 

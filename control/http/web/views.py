@@ -100,8 +100,11 @@ def store_page(look: Look, store: str, folder: str, page: str | None) -> Page:
     parts = folder.split("/") if folder else []
     for index, part in enumerate(parts):
         crumbs.append({"name": part, "dir": "/".join(parts[:index + 1])})
+    mirrors = (look.op("mirror_status", store=store)["mirrors"]
+               if look.config.stores[store].mirrors else [])
     return Page("store.html", {
         "store": info, "folder": folder, "crumbs": crumbs, "page": number, "pages": pages,
+        "mirrors": mirrors,
         "folders": [{"name": n, "dir": prefix + n, "files": t[0], "bytes": t[1]}
                     for n, t in sorted(folders.items())],
         "files": listed, "file_count": len(files), "total_files": len(entries),

@@ -26,7 +26,7 @@ DOCUMENTED = {"list", "read", "stat", "write", "delete", "search", "whoami", "lo
               "session_list", "session_show", "brief", "task_add", "task_list", "task_show",
               "task_claim", "task_checkpoint", "task_complete", "task_release",
               "decision_record", "decision_list", "decision_show", "token_create",
-              "token_list", "token_revoke", "agent_list"}
+              "token_list", "token_revoke", "agent_list", "mirror_status", "mirror_push"}
 OPERATOR = {"token_create", "token_list", "token_revoke", "agent_list"}
 
 
