@@ -34,6 +34,7 @@ from memfs.store.paths import MemPath, parse_path
 if TYPE_CHECKING:
     from jail import Jail
     from memfs.memory.model import Memory
+    from memfs.recall import Recall
     from memfs.store.engine import Engine
     from memfs.tokens import Tokens
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 Access = Literal["read", "write", "operator"]
 # The modules that declare ops, imported once by `ops`.
 DECLARATIONS = ("control.ops.storage", "control.ops.history", "control.ops.memory",
-                "control.ops.tokens")
+                "control.ops.recall", "control.ops.tokens")
 # fields a transport fills in itself, never taken from a caller
 RESERVED_FIELDS = frozenset({"op", "id", "as_agent"})
 
@@ -78,12 +79,13 @@ class Tool:
 @dataclass(frozen=True)
 class Parts:
     """What handlers work with: the engine, the memory model, the jail (None when it is
-    not running) and the HTTP tokens."""
+    not running), the HTTP tokens and ranked recall (None when it is not running)."""
 
     engine: Engine
     memory: Memory
     jail: Jail | None
     tokens: Callable[[], Tokens]
+    recall: Recall | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,12 @@ class Call:
         if self.parts.jail is None:
             raise MemfsError("search and sed edits are unavailable: the jail is not running")
         return self.parts.jail
+
+    def recall(self) -> Recall:
+        """Ranked recall; raises MemfsError when it is not running."""
+        if self.parts.recall is None:
+            raise MemfsError("recall is unavailable: this daemon keeps no recall index")
+        return self.parts.recall
 
     def path(self, raw: str) -> MemPath:
         """STORE/PATH (or MOUNT/STORE/PATH) of a file; raises InvalidInput."""

@@ -42,6 +42,7 @@ from memfs.daemon import privilege
 from memfs.daemon.sdnotify import notify
 from memfs.errors import MemfsError
 from memfs.memory.model import Memory
+from memfs.recall import Recall
 from memfs.service_user import service_user
 from memfs.store import shared_root
 from memfs.store.engine import Engine
@@ -190,6 +191,7 @@ class Started:
     jail: Jail
     engine: Engine
     mount: Mount | None
+    recall: Recall
 
 
 def start(config: Config, stack: contextlib.ExitStack, *,
@@ -224,6 +226,8 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     stack.callback(jail.close)
     engine = Engine(config)
     stack.callback(engine.close)
+    recall = Recall(engine)  # its slot of ROOT/state/recall; started once recovered
+    stack.callback(recall.close)
     mounted: Mount | None = None
     if mount == "fusermount":
         from memfs.fuse.mount import mount as mount_view
@@ -237,7 +241,7 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     if mounted is not None:
         stack.callback(mounted.close)
     privilege.lock_down()
-    return Started(limits, http_limits, control, bound, jail, engine, mounted)
+    return Started(limits, http_limits, control, bound, jail, engine, mounted, recall)
 
 
 def _remove_socket(path: Path) -> None:
@@ -265,21 +269,24 @@ async def run(config: Config, started: Started, *,
             from control.http.metrics import MeasuredControlServer, MeasuredDispatcher, Metrics
 
             metrics = Metrics()
-            dispatcher = MeasuredDispatcher(engine, jail, memory, metrics=metrics)
+            dispatcher = MeasuredDispatcher(engine, jail, memory, started.recall,
+                                            metrics=metrics)
             server: ControlServer = MeasuredControlServer(dispatcher, started.limits,
                                                           metrics=metrics)
             engine.observe_commits(metrics.commit_seconds.observe)
             jail.observer = metrics.jail_run
         else:
-            dispatcher = Dispatcher(engine, jail, memory)
+            dispatcher = Dispatcher(engine, jail, memory, started.recall)
             server = ControlServer(dispatcher, started.limits)
         await trio.to_thread.run_sync(engine.recover)
         await trio.to_thread.run_sync(memory.repair)
+        # after recovery: its catch-up then indexes what recovery found
+        await trio.to_thread.run_sync(started.recall.start)
         await sweep_seen_records(engine, first=True)
         text = None if banner is None else await trio.to_thread.run_sync(banner, engine)
         listener = trio.SocketListener(trio.socket.from_stdlib_socket(started.control))
         async with trio.open_nursery() as nursery:
-            changed_elsewhere: list[Callable[[str], None]] = []
+            changed_elsewhere: list[Callable[[str], None]] = [started.recall.store_changed]
             if started.mount is not None:
                 from memfs.fuse.mount import serve_mount
 
@@ -309,8 +316,7 @@ async def run(config: Config, started: Started, *,
                 log.info("http: listening on %s", ", ".join(urls))
                 where += f"http {', '.join(urls)}, "
                 nursery.start_soon(flush_token_usage, dispatcher)
-            if changed_elsewhere:
-                nursery.start_soon(watch_other_daemons, engine, _each(changed_elsewhere))
+            nursery.start_soon(watch_other_daemons, engine, _each(changed_elsewhere))
             log.info("serving: %ssocket %s, root %s", where, config.socket, config.root)
             notify(f"READY=1\nSTATUS=serving: {where}socket {config.socket}")
             if text:
