@@ -8,6 +8,11 @@ content, and the best lines are read from them at query time. The index is never
 source of truth: any failure to open or use it means "rebuild it from the files".
 
 Not thread-safe for writing: one thread (the indexer) writes; any thread searches.
+
+Its files are memory-mapped: reading a page that a file truncated by hand no longer has
+would end the process (SIGBUS). So before each search, commit and listing, `check`
+compares the files' sizes with those they had when last opened or committed, and
+refuses to use an index one of whose files shrank (IndexFailed: rebuild it).
 """
 
 from __future__ import annotations
@@ -70,7 +75,9 @@ class StoreIndex:
 
         self.directory = directory
         self._writer: Any = None
-        self._lock = threading.Lock()  # the writer's and the searcher's swaps
+        self._searcher: Any = None
+        self._sizes: dict[str, int] = {}
+        self._lock = threading.Lock()  # the searcher's and the sizes' swaps
         try:
             fresh = not (directory / FORMAT_FILE).exists()
             if fresh:
@@ -78,12 +85,14 @@ class StoreIndex:
                 directory.mkdir(mode=0o700, parents=True)
             elif (directory / FORMAT_FILE).read_text() != FORMAT:
                 raise IndexFailed(f"{directory} holds another format")
-            self._index = tantivy.Index(_schema(), path=str(directory), reuse=not fresh)
+            self._index: Any = tantivy.Index(_schema(), path=str(directory),
+                                             reuse=not fresh)
             self._index.register_tokenizer(ANALYZER, analyzer())
             self._schema = self._index.schema
             self._searcher = self._index.searcher()
             if fresh:
                 (directory / FORMAT_FILE).write_text(FORMAT)
+            self._sizes = _private(directory)
         except IndexFailed:
             raise
         except BaseException as error:
@@ -96,6 +105,7 @@ class StoreIndex:
     def _writing(self) -> Any:
         if self._writer is None:
             self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
+            _private(self.directory)  # its lock file
         return self._writer
 
     def put(self, rel: str, size: int, mtime_ns: int, fields: Fields) -> None:
@@ -112,29 +122,44 @@ class StoreIndex:
         self._writing().delete_documents_by_term("key", rel)
 
     def commit(self) -> None:
-        """Make every put and remove since the last commit visible to searches."""
+        """Make every put and remove since the last commit visible to searches.
+        Raises IndexFailed (see `check`)."""
         if self._writer is None:
             return
+        self.check()
         self._writer.commit()
         self._index.reload()
         searcher = self._index.searcher()
+        sizes = _private(self.directory)
         with self._lock:
-            self._searcher = searcher
-        _private(self.directory)
+            self._searcher, self._sizes = searcher, sizes
 
     def close(self) -> None:
-        if self._writer is not None:
+        """Let go of the index (what was not committed is dropped: the files hold it)."""
+        with self._lock:
+            self._writer = self._searcher = self._index = None
+
+    def check(self) -> None:
+        """Raise IndexFailed if one of the index's files is shorter than when it was
+        last opened or committed (truncated by hand: reading it would be fatal)."""
+        with self._lock:
+            sizes = self._sizes
+        for name, size in sizes.items():
             try:
-                self._writer.rollback()
-            except BaseException as error:
-                if not failed(error):
-                    raise
-            self._writer = None
+                now = os.stat(self.directory / name).st_size
+            except FileNotFoundError:
+                continue  # removed: the pages already mapped stay readable
+            if now < size:
+                raise IndexFailed(f"{self.directory / name} was truncated")
 
     # -- reading (any thread) ------------------------------------------------------------
 
     def _current(self) -> Any:
+        """The searcher of the last commit. Raises IndexFailed (see `check`)."""
+        self.check()
         with self._lock:
+            if self._searcher is None:
+                raise IndexFailed(f"{self.directory} is closed")
             return self._searcher
 
     def known(self) -> dict[str, tuple[int, int]]:
@@ -181,10 +206,14 @@ class StoreIndex:
         return total
 
 
-def _private(directory: Path) -> None:
-    """Files of the index readable by the serving user only (tantivy makes them with
-    the process's umask)."""
+def _private(directory: Path) -> dict[str, int]:
+    """Make the index's files readable by the serving user only (tantivy makes them
+    with the process's umask); returns their sizes, by name."""
+    sizes = {}
     for entry in os.scandir(directory):
-        if entry.is_file(follow_symlinks=False) and \
-                entry.stat(follow_symlinks=False).st_mode & 0o077:
-            os.chmod(entry.path, 0o600)
+        if entry.is_file(follow_symlinks=False):
+            st = entry.stat(follow_symlinks=False)
+            if st.st_mode & 0o077:
+                os.chmod(entry.path, 0o600)
+            sizes[entry.name] = st.st_size
+    return sizes
