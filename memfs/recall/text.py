@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -119,19 +120,26 @@ def query_terms(query: str) -> list[str]:
 
 def best_lines(text: str, terms: list[str], count: int = 3) -> list[tuple[int, str]]:
     """The ``count`` lines of ``text`` holding the most distinct ``terms`` (ties: the
-    earlier line), as (1-based line number, line), in file order; none when no line
-    holds any."""
+    earlier line), as (1-based line number, line without its "\r"), in file order;
+    none when no line holds any."""
     wanted = set(terms)
-    # A stem's first letters are in the line's lowercase text ("retri": "retr"): only
-    # such lines are analyzed.
+    # A stem's first letters are in the line's lowercase text, accents dropped ("retri":
+    # "retr"): only such lines are analyzed.
     cheap = [term[:4] for term in wanted]
     scored = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        lowered = line.lower()
+    # lines end with "\n" only, as memfs counts them everywhere (read's offsets)
+    for number, line in enumerate(text.split("\n"), start=1):
+        lowered = line.lower() if line.isascii() else _folded(line.lower())
         if not any(prefix in lowered for prefix in cheap):
             continue
         found = wanted.intersection(stems(line))
         if found:
-            scored.append((-len(found), number, line))
+            scored.append((-len(found), number, line.removesuffix("\r")))
     scored.sort()
     return sorted((number, line) for _, number, line in scored[:count])
+
+
+def _folded(text: str) -> str:
+    """``text`` without its accents (é -> e), as the analyzer folds them."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text)
+                   if not unicodedata.combining(c))
