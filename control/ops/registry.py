@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from control.protocol.base import BaseRequest
 from control.protocol.wire import Codec, ProtocolError, op_of
 from memfs.errors import MemfsError
+from memfs.recall.errors import RecallOff
 from memfs.store.paths import MemPath, parse_path
 
 if TYPE_CHECKING:
@@ -112,9 +113,9 @@ class Call:
         return self.parts.jail
 
     def recall(self) -> Recall:
-        """Ranked recall; raises MemfsError when it is not running."""
+        """Ranked recall; raises RecallOff when this daemon keeps no index."""
         if self.parts.recall is None:
-            raise MemfsError("recall is unavailable: this daemon keeps no recall index")
+            raise RecallOff()
         return self.parts.recall
 
     def path(self, raw: str) -> MemPath:

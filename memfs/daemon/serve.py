@@ -191,7 +191,7 @@ class Started:
     jail: Jail
     engine: Engine
     mount: Mount | None
-    recall: Recall
+    recall: Recall | None
 
 
 def start(config: Config, stack: contextlib.ExitStack, *,
@@ -226,8 +226,10 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     stack.callback(jail.close)
     engine = Engine(config)
     stack.callback(engine.close)
-    recall = Recall(engine)  # its slot of ROOT/state/recall; started once recovered
-    stack.callback(recall.close)
+    recall = None
+    if config.recall:
+        recall = Recall(engine)  # its slot of ROOT/state/recall; started once recovered
+        stack.callback(recall.close)
     mounted: Mount | None = None
     if mount == "fusermount":
         from memfs.fuse.mount import mount as mount_view
@@ -280,13 +282,15 @@ async def run(config: Config, started: Started, *,
             server = ControlServer(dispatcher, started.limits)
         await trio.to_thread.run_sync(engine.recover)
         await trio.to_thread.run_sync(memory.repair)
-        # after recovery: its catch-up then indexes what recovery found
-        await trio.to_thread.run_sync(started.recall.start)
+        if started.recall is not None:  # after recovery: the catch-up sees what it found
+            await trio.to_thread.run_sync(started.recall.start)
         await sweep_seen_records(engine, first=True)
         text = None if banner is None else await trio.to_thread.run_sync(banner, engine)
         listener = trio.SocketListener(trio.socket.from_stdlib_socket(started.control))
         async with trio.open_nursery() as nursery:
-            changed_elsewhere: list[Callable[[str], None]] = [started.recall.store_changed]
+            changed_elsewhere: list[Callable[[str], None]] = []
+            if started.recall is not None:
+                changed_elsewhere.append(started.recall.store_changed)
             if started.mount is not None:
                 from memfs.fuse.mount import serve_mount
 
@@ -316,7 +320,8 @@ async def run(config: Config, started: Started, *,
                 log.info("http: listening on %s", ", ".join(urls))
                 where += f"http {', '.join(urls)}, "
                 nursery.start_soon(flush_token_usage, dispatcher)
-            nursery.start_soon(watch_other_daemons, engine, _each(changed_elsewhere))
+            if changed_elsewhere:
+                nursery.start_soon(watch_other_daemons, engine, _each(changed_elsewhere))
             log.info("serving: %ssocket %s, root %s", where, config.socket, config.root)
             notify(f"READY=1\nSTATUS=serving: {where}socket {config.socket}")
             if text:

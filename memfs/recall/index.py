@@ -76,7 +76,7 @@ class StoreIndex:
         self.directory = directory
         self._writer: Any = None
         self._searcher: Any = None
-        self._sizes: dict[str, int] = {}
+        self._sizes: dict[str, tuple[int, int]] = {}
         self._lock = threading.Lock()  # the searcher's and the sizes' swaps
         try:
             fresh = not (directory / FORMAT_FILE).exists()
@@ -135,21 +135,30 @@ class StoreIndex:
             self._searcher, self._sizes = searcher, sizes
 
     def close(self) -> None:
-        """Let go of the index (what was not committed is dropped: the files hold it)."""
+        """Let go of the index (what was not committed is dropped: the files hold it),
+        once its writer's merges are over: none may write into its folder later."""
         with self._lock:
-            self._writer = self._searcher = self._index = None
+            writer, self._writer = self._writer, None
+            self._searcher = self._index = None
+        if writer is not None:
+            try:
+                writer.wait_merging_threads()
+            except BaseException as error:
+                if not failed(error):
+                    raise
 
     def check(self) -> None:
         """Raise IndexFailed if one of the index's files is shorter than when it was
         last opened or committed (truncated by hand: reading it would be fatal)."""
         with self._lock:
             sizes = self._sizes
-        for name, size in sizes.items():
+        for name, (inode, size) in sizes.items():
             try:
-                now = os.stat(self.directory / name).st_size
+                now = os.stat(self.directory / name)
             except FileNotFoundError:
                 continue  # removed: the pages already mapped stay readable
-            if now < size:
+            # (a file tantivy replaced, such as meta.json, is another inode: not truncated)
+            if now.st_ino == inode and now.st_size < size:
                 raise IndexFailed(f"{self.directory / name} was truncated")
 
     # -- reading (any thread) ------------------------------------------------------------
@@ -198,22 +207,22 @@ class StoreIndex:
         return int(self._current().num_docs)
 
     def size_bytes(self) -> int:
-        """The bytes its files take on disk."""
+        """The bytes of its files (their sizes, as a store's bytes are counted)."""
         total = 0
         for entry in os.scandir(self.directory):
             if entry.is_file(follow_symlinks=False):
-                total += entry.stat(follow_symlinks=False).st_blocks * 512
+                total += entry.stat(follow_symlinks=False).st_size
         return total
 
 
-def _private(directory: Path) -> dict[str, int]:
+def _private(directory: Path) -> dict[str, tuple[int, int]]:
     """Make the index's files readable by the serving user only (tantivy makes them
-    with the process's umask); returns their sizes, by name."""
+    with the process's umask); returns their inodes and sizes, by name."""
     sizes = {}
     for entry in os.scandir(directory):
         if entry.is_file(follow_symlinks=False):
             st = entry.stat(follow_symlinks=False)
             if st.st_mode & 0o077:
                 os.chmod(entry.path, 0o600)
-            sizes[entry.name] = st.st_size
+            sizes[entry.name] = (st.st_ino, st.st_size)
     return sizes

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from control.client import Client
+from control.client import Client, InvalidError
 from tests.support import (
     UID_A,
     Daemon,
@@ -162,3 +162,12 @@ def test_another_daemons_changes_are_found(base: Path) -> None:
                 assert time.monotonic() < deadline, one.log()
                 time.sleep(0.05)
         assert index_of(first, "notes", 0).is_dir() and index_of(first, "notes", 1).is_dir()
+
+
+def test_recall_off_keeps_no_index_and_refuses_recall(config: dict[str, Any]) -> None:
+    config["recall"] = False
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/off.md", "a civet\n")
+        with pytest.raises(InvalidError, match="recall is off"):
+            alice.recall("civet")
+        assert not (Path(config["root"]) / "state" / "recall").exists()

@@ -57,6 +57,8 @@ def test_a_change_acknowledged_before_a_recall_is_found_by_it(daemon: Daemon) ->
             if n % 5 == 4:
                 alice.delete(path, force=True)
                 assert path not in paths(bob.recall(word)), n
+    # sixty commits of the index, merged meanwhile: none taken for a broken index
+    assert "recall: the index" not in daemon.log()
 
 
 def test_recall_ranks_reads_nothing_and_shows_lines_writer_and_time(daemon: Daemon) -> None:
