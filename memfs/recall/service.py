@@ -230,17 +230,23 @@ class Recall:
                     if job is None and self._catch_ups:
                         job = self._catch_up(next(iter(self._catch_ups.values())))
                 if batch:
-                    self._apply(batch)
+                    try:
+                        self._apply(batch)
+                    finally:  # done, or failed and logged: no query waits for it longer
+                        self._done(batch)
                 if job is not None and next(job, StopIteration) is StopIteration:
                     job = None
             except Exception:  # never let the indexer die: the next step retries
                 log.exception("recall: indexing failed")
                 job = None
                 time.sleep(1.0)
-            if batch:
-                with self._cond:
-                    self._indexed = max(self._indexed, max(batch.values()))
-                    self._cond.notify_all()
+
+    def _done(self, batch: dict[MemPath, int]) -> None:
+        """Every change numbered up to the batch's highest is indexed: wake the
+        queries waiting for them."""
+        with self._cond:
+            self._indexed = max(self._indexed, max(batch.values()))
+            self._cond.notify_all()
 
     def _apply(self, batch: dict[MemPath, int]) -> None:
         """Index the files of ``batch`` as they are now; commit what changed."""
@@ -273,10 +279,14 @@ class Recall:
             self.observe("changes", time.perf_counter() - started)
 
     def _index_file(self, index: StoreIndex, path: MemPath,
-                    known: tuple[int, int] | None = None) -> bool:
+                    known: tuple[int, int] | None = None,
+                    listed: tuple[int, int] | None = None) -> bool:
         """Put the file's current version in ``index`` (or remove it when it is gone or
         not a file memfs shows); with ``known`` (its size and mtime when indexed),
-        only if it changed. Returns whether the index changed. Raises IndexFailed."""
+        only if it changed since: a walk's ``listed`` size and mtime equal to them
+        spare reading it. Returns whether the index changed. Raises IndexFailed."""
+        if known is not None and known == listed:
+            return False
         current = _read(self.engine, path)
         try:
             if current is None:
@@ -350,7 +360,8 @@ class Recall:
                 continue
             job.files += 1
             path = MemPath(store, tuple(entry.rel.split("/")))
-            self._index_file(target, path, known.pop(entry.rel, None))
+            self._index_file(target, path, known.pop(entry.rel, None),
+                             (entry.size, entry.mtime_ns))
             if job.files % CHUNK == 0:
                 self._commit(target)
                 yield
@@ -468,8 +479,9 @@ class Recall:
 
 @backing.retry_stale
 def _read(engine: Engine, path: MemPath) -> tuple[int, int, bytes] | None:
-    """Size, mtime (ns) and the first INDEXED_BYTES of the file's current version;
-    None when it is gone or not a file memfs shows."""
+    """The file's size and mtime (ns) as a walk lists them, and the first
+    INDEXED_BYTES of its current version; None when it is gone or not a file memfs
+    shows."""
     try:
         opened = backing.open_kept(engine.store_fd(path.store), path.parts, path.encoded)
     except (InvalidInput, FileNotFoundError, NotADirectoryError):
@@ -478,8 +490,8 @@ def _read(engine: Engine, path: MemPath) -> tuple[int, int, bytes] | None:
         return None
     fd, st = opened
     with backing.closing_fd(fd):
-        size = version_of(fd, st).size
-        return size, st.st_mtime_ns, backing.read_all(fd, min(size, INDEXED_BYTES))
+        size = version_of(fd, st).size  # an append under way: only what is recorded
+        return st.st_size, st.st_mtime_ns, backing.read_all(fd, min(size, INDEXED_BYTES))
 
 
 def _take_slot(base: Path) -> tuple[Path, int]:
