@@ -1,7 +1,8 @@
-"""One store's index, daemon-free on a real tantivy index (memfs/recall/index.py):
-puts, removes and searches; and its guard against a file truncated under it (reading
-a truncated memory-mapped page would end the process), which must not mistake a file
-tantivy replaced (meta.json after a merge, a new inode, maybe shorter) for one."""
+"""Recall's index, daemon-free on a real tantivy index (memfs/recall/index.py): puts,
+removes and searches, each store's files apart; and its guard against a file truncated
+under it (reading a truncated memory-mapped page would end the process), which must not
+mistake a file tantivy replaced (meta.json after a merge, a new inode, maybe shorter)
+for one."""
 
 from __future__ import annotations
 
@@ -10,29 +11,34 @@ from pathlib import Path
 
 import pytest
 
-from memfs.recall.index import IndexFailed, StoreIndex
+from memfs.recall.index import IndexFailed, RecallIndex
 from memfs.recall.text import fields_of, query_terms
+from memfs.store.paths import MemPath
 
 
-def filled(directory: Path, count: int = 3) -> StoreIndex:
-    index = StoreIndex(directory)
-    for n in range(count):
-        rel = f"notes/{n}.md"
-        index.put(rel, 10, n, fields_of(rel, f"# Retry queue {n}\n\nstuck\n".encode()))
-        index.commit()
+def filled(directory: Path, count: int = 3) -> RecallIndex:
+    index = RecallIndex(directory)
+    for store in ("notes", "ops"):
+        for n in range(count):
+            path = MemPath(store, ("dir", f"{n}.md"))
+            index.put(path, 10, n, fields_of(path.rel, f"# Retry queue {n}\n".encode()))
+            index.commit()
     return index
 
 
 def test_put_remove_search_and_reopen(tmp_path: Path) -> None:
     index = filled(tmp_path / "i")
-    assert sorted(m.rel for m in index.search(query_terms("retry queues"), 10)) == \
-        ["notes/0.md", "notes/1.md", "notes/2.md"]
-    index.remove("notes/1.md")
+    assert sorted(str(m.path) for m in index.search(query_terms("retry queues"), ["ops"],
+                                                    10)) == \
+        ["ops/dir/0.md", "ops/dir/1.md", "ops/dir/2.md"]
+    assert len(index.search(query_terms("retry"), ["notes", "ops"], 10)) == 6
+    assert index.search(query_terms("retry"), [], 10) == []
+    index.remove(MemPath("notes", ("dir", "1.md")))
     index.commit()
-    assert index.known() == {"notes/0.md": (10, 0), "notes/2.md": (10, 2)}
+    assert index.known("notes") == {"dir/0.md": (10, 0), "dir/2.md": (10, 2)}
     index.close()
-    again = StoreIndex(tmp_path / "i")
-    assert again.count() == 2 and again.size_bytes() > 0
+    again = RecallIndex(tmp_path / "i")
+    assert again.count() == 5 and again.size_bytes() > 0
 
 
 def test_a_replaced_file_is_not_a_truncated_one(tmp_path: Path) -> None:
@@ -47,7 +53,7 @@ def test_a_replaced_file_is_not_a_truncated_one(tmp_path: Path) -> None:
     with pytest.raises(IndexFailed, match="truncated"):
         index.check()
     with pytest.raises(IndexFailed):
-        index.search(query_terms("retry"), 10)
+        index.search(query_terms("retry"), ["notes"], 10)
 
 
 @pytest.mark.parametrize("garbage", [b"", b"\x00" * 100, b"not an index"])
@@ -57,7 +63,7 @@ def test_what_cannot_be_opened_is_refused(tmp_path: Path, garbage: bytes) -> Non
         if path.name != "memfs-format":
             path.write_bytes(garbage)
     with pytest.raises(IndexFailed):
-        StoreIndex(tmp_path / "i")
-    (tmp_path / "i" / "memfs-format").write_text("memfs-recall-0")
+        RecallIndex(tmp_path / "i")
+    (tmp_path / "i" / "memfs-format").write_text("memfs-recall-1")
     with pytest.raises(IndexFailed, match="another format"):
-        StoreIndex(tmp_path / "i")
+        RecallIndex(tmp_path / "i")

@@ -45,8 +45,8 @@ def caught_up(daemon: Daemon, query: str, uid: int = UID_A) -> list[str]:
             time.sleep(0.05)
 
 
-def index_of(config: dict[str, Any], store: str, slot: int = 0) -> Path:
-    return Path(config["root"]) / "state" / "recall" / str(slot) / store
+def index_of(config: dict[str, Any], slot: int = 0) -> Path:
+    return Path(config["root"]) / "state" / "recall" / str(slot) / "index"
 
 
 def test_caught_up_at_start_with_what_changed_meanwhile(config: dict[str, Any]) -> None:
@@ -99,7 +99,7 @@ def test_a_broken_index_is_rebuilt_at_start(config: dict[str, Any], damage: Any)
         for n in range(10):
             alice.write(f"notes/broken/{n}.md", f"pangolin {n}\n")
         assert len(found(alice, "pangolin")) == 10
-    index = index_of(config, "notes")
+    index = index_of(config)
     assert any(index.iterdir())
     damage(index)
     with Daemon(config) as daemon:
@@ -108,7 +108,7 @@ def test_a_broken_index_is_rebuilt_at_start(config: dict[str, Any], damage: Any)
             alice.write("notes/broken/after.md", "pangolin after\n")
             assert len(found(alice, "pangolin")) == 11
         if damage is not shutil.rmtree:
-            assert "the index of store notes is unusable" in daemon.log()
+            assert "recall: the index is unusable" in daemon.log()
         assert daemon.alive()
 
 
@@ -121,12 +121,12 @@ def test_an_index_broken_under_a_running_daemon_is_rebuilt(config: dict[str, Any
         for n in range(10):
             alice.write(f"notes/broken/{n}.md", f"tapir {n}\n")
         assert len(found(alice, "tapir")) == 10
-        damage(index_of(config, "notes"))
+        damage(index_of(config))
         found(alice, "tapir")  # a recall notices a truncated index; a removed one is fine
         alice.write("notes/broken/after.md", "tapir after\n")  # so does the indexer
         assert len(caught_up(daemon, "tapir")) == 11
-        assert "the index of store notes failed" in daemon.log()
-        damage(index_of(config, "notes"))
+        assert "recall: the index failed" in daemon.log()
+        damage(index_of(config))
         assert alice.reindex("notes") == {"indexed": {"notes": 11}}
         assert len(found(alice, "tapir")) == 11
         alice.write("notes/broken/later.md", "tapir later\n")
@@ -161,7 +161,7 @@ def test_another_daemons_changes_are_found(base: Path) -> None:
             while found(alice, "kinkajou") != ["notes/elsewhere.md"]:
                 assert time.monotonic() < deadline, one.log()
                 time.sleep(0.05)
-        assert index_of(first, "notes", 0).is_dir() and index_of(first, "notes", 1).is_dir()
+        assert index_of(first, 0).is_dir() and index_of(first, 1).is_dir()
 
 
 def test_recall_off_keeps_no_index_and_refuses_recall(config: dict[str, Any]) -> None:
