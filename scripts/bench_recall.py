@@ -139,7 +139,7 @@ def big_store(count: int, rounds: int) -> None:
                     pattern = "|".join(query_terms(query))
                     greps += timings(lambda p=pattern: client.search(
                         ["-l", "-i", "-e", p, "big"]), 1)
-            index = Path(config["root"]) / "state" / "recall" / "0" / "big"  # type: ignore[arg-type]
+            index = Path(str(config["root"])) / "state" / "recall" / "0" / "index"
             index_bytes = sum(path.stat().st_size for path in index.iterdir() if path.is_file())
             print(f"recall on {count} notes: p50 {statistics.median(samples) * 1e3:.1f} ms, "
                   f"p90 {sorted(samples)[int(len(samples) * 0.9)] * 1e3:.1f} ms "
