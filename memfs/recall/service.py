@@ -38,7 +38,6 @@ import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from memfs.recall import text
 from memfs.recall.errors import BadQuery, RecallError
@@ -434,14 +433,6 @@ class Recall:
         lines = text.best_lines(data.decode("utf-8", "replace"), terms)
         return Hit(str(path), round(score, 4), lines, info.last_writer, info.last_written_at,
                    superseded)
-
-    def stats(self) -> dict[str, Any]:
-        """Files indexed and the index's bytes on disk."""
-        index = self._index
-        if index is None:
-            return {"files": 0, "bytes": 0}
-        return {"files": index.count(), "bytes": index.size_bytes()}
-
 
 @backing.retry_stale
 def _read(engine: Engine, path: MemPath) -> tuple[int, int, bytes] | None:
