@@ -42,3 +42,9 @@ async def test_memory_recall(daemon: Daemon) -> None:
         assert none == 'No file matches "xylophone".'
         bad = await call_error(client, "memory_recall", {"query": "?!"})
         assert "no word" in bad
+
+
+async def test_the_instructions_name_memory_recall(daemon: Daemon) -> None:
+    async with mcp_session(daemon.socket, uid=UID_B) as client:
+        assert client.instructions is not None
+        assert "memory_recall to find the notes about a topic" in client.instructions
