@@ -331,6 +331,8 @@ class Config(_Strict):
     # seen records of deleted files are kept this long (a blind re-create by an agent
     # that read the file is a conflict until then), then swept
     seen_retention_days: float = Field(default=30.0, ge=0)
+    # ranked recall's keyword indexes (memfs/recall/); false: none kept, recall refused
+    recall: bool = True
     stores: dict[str, StoreConfig] = Field(default_factory=dict)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     jail: JailConfig = Field(default_factory=JailConfig)

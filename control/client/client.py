@@ -374,6 +374,15 @@ class Client:
     def search(self, args: StrList) -> dict[str, Any]:
         return self.call("search", args=[*args])
 
+    def recall(self, query: str, *, store: str | None = None, limit: int = 10,
+               page: int = 1) -> dict[str, Any]:
+        """Ranked recall: the files that best match ``query`` (records nothing)."""
+        return self.call("recall", query=query, store=store, limit=limit, page=page)
+
+    def reindex(self, store: str | None = None) -> dict[str, Any]:
+        """Rebuild recall's index of ``store`` (None: each store you may read)."""
+        return self.call("reindex", store=store)
+
     # -- history -------------------------------------------------------------------
 
     def log(self, target: str | None = None, *, limit: int = 20, since: str | None = None,

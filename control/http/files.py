@@ -3,6 +3,9 @@ the socket decodes (control/ops/registry.py) and hands it to ``Dispatcher.execut
 worker thread, for the agent of the bearer token (control/http/auth.py); no second
 dispatch. Errors are problem details (control/http/problems.py).
 
+``/v1/search``: jailed ripgrep (``pattern`` or ``arg``); with ``q``, ranked recall
+(control/http/recall.py).
+
 Files, as ``/v1/stores/{store}/files/{path}``:
 
 * ``GET``: the raw bytes (a ``read``: the version is recorded as seen, exactly like a
@@ -42,6 +45,7 @@ from control.http.problems import (
     query,
     read_body,
 )
+from control.http.recall import recall, wants_recall
 from control.ops.dispatcher import Dispatcher
 from control.socket.server import max_line_bytes
 from memfs.store.errors import Conflict
@@ -260,6 +264,8 @@ def routes(api: Api) -> list[Route]:
 
     @guarded
     async def search(request: Request) -> Response:
+        if wants_recall(request):  # ?q=: ranked recall, not ripgrep
+            return await recall(api, request)
         fields = query(request, {"pattern": "pattern", "flag": "flags", "path": "paths",
                                  "arg": "args"},
                        repeated=frozenset({"flag", "path", "arg"}))

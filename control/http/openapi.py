@@ -13,6 +13,7 @@ from typing import Any
 
 from control.http.op_routes import Operation, operations
 from control.http.problems import STATUS
+from control.http.recall import openapi_parameters as recall_parameters
 from control.ops import registry
 
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
@@ -178,7 +179,8 @@ def document() -> dict[str, Any]:
             "responses": {"200": {"description": "paths"}, **_errors()}}},
         "/v1/stores/{store}/files/{path}": _file_operations(),
         "/v1/search": {"get": {
-            "summary": "Search with jailed ripgrep", "operationId": "search",
+            "summary": "Search with jailed ripgrep; with q, ranked recall (the recall op: "
+                       "files best first, a page at a time)", "operationId": "search",
             "x-memfs-op": "search",
             "x-memfs-request": {"$ref": f"#/components/schemas/{_model_name('search')}"},
             "parameters": [
@@ -187,7 +189,8 @@ def document() -> dict[str, Any]:
                                                            "items": {"type": "string"}},
                    "description": text} for name, text in (
                     ("flag", "an rg flag (repeat)"), ("path", "STORE[/PATH] (repeat)"),
-                    ("arg", "instead of pattern: a whole rg command line (repeat)")))],
+                    ("arg", "instead of pattern: a whole rg command line (repeat)"))),
+                *recall_parameters()],
             "responses": {"200": {"description": "output, exit_code, truncated, stderr"},
                           **_errors()}}},
     }

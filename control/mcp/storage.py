@@ -58,7 +58,8 @@ INSTRUCTIONS = """\
 memfs is shared, persistent memory: plain text files that several agents read and write.
 Files live in named stores; every path is STORE/PATH, for example notes/incidents/db.md
 (a leading /memory/ is accepted too). Use storage_list to see files, storage_search to grep
-them, storage_read to read, storage_write to create, replace, append or sed-edit.
+them, memory_recall to find the notes about a topic in your own words ("did we solve this
+before?"), storage_read to read, storage_write to create, replace, append or sed-edit.
 Writes are version-checked for you: if another agent changed a file after you last read
 it, your write is refused as a CONFLICT instead of erasing their work. Then read the file
 again and redo your change on the new content."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from control import protocol as p
 from control.ops import registry
@@ -35,6 +35,9 @@ from memfs.store.errors import (
 from memfs.store.history import delegated
 from memfs.store.mirror import MirrorFailed, Mirrors
 from memfs.tokens import Tokens
+
+if TYPE_CHECKING:
+    from memfs.recall import Recall
 
 log = logging.getLogger("memfs.control")
 
@@ -72,17 +75,18 @@ def _details(error: BaseException) -> dict[str, Any]:
 
 class Dispatcher:
     """Carries out requests with the collaborators it is given: the engine, the jail
-    (None: no search or sed edit), the memory model and the stores' mirrors (default:
-    their records, with no pusher running); each op's handler comes from the registry
-    (control/ops/registry.py)."""
+    (None: no search or sed edit), the memory model, the stores' mirrors (default:
+    their records, with no pusher running) and ranked recall (None: no recall); each
+    op's handler comes from the registry (control/ops/registry.py)."""
 
     def __init__(self, engine: Engine, tools: Jail | None = None,
-                 memory: Memory | None = None, mirrors: Mirrors | None = None) -> None:
+                 memory: Memory | None = None, mirrors: Mirrors | None = None,
+                 recall: Recall | None = None) -> None:
         self.engine = engine
         self.tools = tools
         self.memory = memory or Memory(engine)
         self.mirrors = mirrors or Mirrors(engine.config)
-        self.parts = Parts(engine, self.memory, tools, self._tokens, self.mirrors)
+        self.parts = Parts(engine, self.memory, tools, self._tokens, self.mirrors, recall)
         self._disk_full = RateLimitedLog()
 
     @functools.cached_property

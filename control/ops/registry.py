@@ -29,11 +29,13 @@ from pydantic import ValidationError
 from control.protocol.base import BaseRequest
 from control.protocol.wire import Codec, ProtocolError, op_of
 from memfs.errors import MemfsError
+from memfs.recall.errors import RecallOff
 from memfs.store.paths import MemPath, parse_path
 
 if TYPE_CHECKING:
     from jail import Jail
     from memfs.memory.model import Memory
+    from memfs.recall import Recall
     from memfs.store.engine import Engine
     from memfs.store.mirror import Mirrors
     from memfs.tokens import Tokens
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 Access = Literal["read", "write", "operator"]
 # The modules that declare ops, imported once by `ops`.
 DECLARATIONS = ("control.ops.storage", "control.ops.history", "control.ops.memory",
-                "control.ops.tokens", "control.ops.mirrors")
+                "control.ops.recall", "control.ops.tokens", "control.ops.mirrors")
 # fields a transport fills in itself, never taken from a caller
 RESERVED_FIELDS = frozenset({"op", "id", "as_agent"})
 
@@ -79,13 +81,15 @@ class Tool:
 @dataclass(frozen=True)
 class Parts:
     """What handlers work with: the engine, the memory model, the jail (None when it is
-    not running), the HTTP tokens and the stores' mirrors."""
+    not running), the HTTP tokens, the stores' mirrors and ranked recall (None when it
+    is not running)."""
 
     engine: Engine
     memory: Memory
     jail: Jail | None
     tokens: Callable[[], Tokens]
     mirrors: Mirrors
+    recall: Recall | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,12 @@ class Call:
         if self.parts.jail is None:
             raise MemfsError("search and sed edits are unavailable: the jail is not running")
         return self.parts.jail
+
+    def recall(self) -> Recall:
+        """Ranked recall; raises RecallOff when this daemon keeps no index."""
+        if self.parts.recall is None:
+            raise RecallOff()
+        return self.parts.recall
 
     def path(self, raw: str) -> MemPath:
         """STORE/PATH (or MOUNT/STORE/PATH) of a file; raises InvalidInput."""

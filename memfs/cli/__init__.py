@@ -2,10 +2,10 @@
 rm, download, upload, grep) and the daemon's (serve, attach, detach, mcp) here, the
 other groups each in a module that registers its commands into the parser:
 `memfs.cli.history` (log, show, diff, restore), `memfs.cli.memory` (session, task,
-decision, brief), `memfs.cli.tokens` (token, agent), `memfs.cli.mirror` (mirror
-status and push); ``python -m memfs.cli`` runs it too. The file commands live here
-rather than in a module of their own so that ``memfs cat`` loads one module of
-memfs: each costs start-up (about 0.1 ms).
+decision, brief), `memfs.cli.recall` (recall, reindex), `memfs.cli.tokens` (token,
+agent), `memfs.cli.mirror` (mirror status and push); ``python -m memfs.cli`` runs it
+too. The file commands live here rather than in a module of their own so that
+``memfs cat`` loads one module of memfs: each costs start-up (about 0.1 ms).
 Client commands import only the small socket client, never the server stack, so
 ``memfs cat`` starts about as fast as Python itself. Exit codes (each error code's is
 in memfs/errors.py): 0 ok, 1 other error, 2 bad usage or invalid input, 3 conflict,
@@ -296,9 +296,10 @@ def _parser() -> argparse.ArgumentParser:
     upload.add_argument("path", metavar="PATH")
     upload.add_argument("--force", action="store_true", help="skip the version check")
     add("grep", cmd_grep, "search with ripgrep: memfs grep [RG-FLAGS] PATTERN [PATH...]")
-    from memfs.cli import history, memory, mirror, tokens
+    from memfs.cli import history, memory, mirror, recall, tokens
 
     history.register(add)
+    recall.register(add)
     memory.register(add, common)
     tokens.register(add, common)
     tokens.register_agents(add, common)

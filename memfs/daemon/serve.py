@@ -43,6 +43,7 @@ from memfs.daemon import privilege
 from memfs.daemon.sdnotify import notify
 from memfs.errors import MemfsError
 from memfs.memory.model import Memory
+from memfs.recall import Recall
 from memfs.service_user import service_user
 from memfs.store import shared_root
 from memfs.store.engine import Engine
@@ -192,6 +193,7 @@ class Started:
     jail: Jail
     engine: Engine
     mount: Mount | None
+    recall: Recall | None
 
 
 def start(config: Config, stack: contextlib.ExitStack, *,
@@ -230,6 +232,10 @@ def start(config: Config, stack: contextlib.ExitStack, *,
         restore_from_mirrors(config)  # a lost host's stores, from their backups
     engine = Engine(config)
     stack.callback(engine.close)
+    recall = None
+    if config.recall:
+        recall = Recall(engine)  # its slot of ROOT/state/recall; started once recovered
+        stack.callback(recall.close)
     mounted: Mount | None = None
     if mount == "fusermount":
         from memfs.fuse.mount import mount as mount_view
@@ -243,7 +249,7 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     if mounted is not None:
         stack.callback(mounted.close)
     privilege.lock_down()
-    return Started(limits, http_limits, control, bound, jail, engine, mounted)
+    return Started(limits, http_limits, control, bound, jail, engine, mounted, recall)
 
 
 def _remove_socket(path: Path) -> None:
@@ -272,17 +278,20 @@ async def run(config: Config, started: Started, *,
             from control.http.metrics import MeasuredControlServer, MeasuredDispatcher, Metrics
 
             metrics = Metrics()
-            dispatcher = MeasuredDispatcher(engine, jail, memory, mirrors, metrics=metrics)
+            dispatcher = MeasuredDispatcher(engine, jail, memory, mirrors, started.recall,
+                                            metrics=metrics)
             server: ControlServer = MeasuredControlServer(dispatcher, started.limits,
                                                           metrics=metrics)
             engine.observe_commits(metrics.commit_seconds.observe)
             jail.observer = metrics.jail_run
             metrics.watch_mirrors(mirrors)
         else:
-            dispatcher = Dispatcher(engine, jail, memory, mirrors)
+            dispatcher = Dispatcher(engine, jail, memory, mirrors, started.recall)
             server = ControlServer(dispatcher, started.limits)
         await trio.to_thread.run_sync(engine.recover)
         await trio.to_thread.run_sync(memory.repair)
+        if started.recall is not None:  # after recovery: the catch-up sees what it found
+            await trio.to_thread.run_sync(started.recall.start)
         # each store's pusher wakes at a commit (and looks at main every few seconds:
         # other daemons' commits, recovery's); it never holds up the commit
         engine.commit_listeners.append(mirrors.committed)
@@ -292,6 +301,8 @@ async def run(config: Config, started: Started, *,
         listener = trio.SocketListener(trio.socket.from_stdlib_socket(started.control))
         async with trio.open_nursery() as nursery:
             changed_elsewhere: list[Callable[[str], None]] = []
+            if started.recall is not None:
+                changed_elsewhere.append(started.recall.store_changed)
             if started.mount is not None:
                 from memfs.fuse.mount import serve_mount
 

@@ -5,6 +5,7 @@ a file's absence, so looking never makes a stale write acceptable.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 
 from memfs.store import backing
@@ -37,6 +38,15 @@ class UnrecordedReads:
         with backing.closing_fd(pinned.fd):
             page = read_page(pinned.fd, offset, limit, pinned.version.size, max_bytes)
         return page, FileInfo.of(path, pinned.version, pinned.previous)
+
+    def peek(self, agent: str, path: MemPath, limit: int) -> tuple[bytes, FileInfo]:
+        """The first ``limit`` bytes of the current version, and its info (recall's best
+        lines). Raises PermissionDenied, NotFound, InvalidInput (a folder, a symlink,
+        ...)."""
+        pinned = self._pin(agent, path)
+        with backing.closing_fd(pinned.fd):
+            data = os.pread(pinned.fd, min(limit, pinned.version.size), 0)
+        return data, FileInfo.of(path, pinned.version, pinned.previous)
 
     def files(self, agent: str, store: str) -> list[backing.Entry]:
         """Every file of ``store`` that memfs shows and a request can name, with its
