@@ -228,9 +228,13 @@ class Daemon:
     def __init__(self, config: Mapping[str, Any], *, mount: bool = False,
                  config_path: Path | None = None, nofile: tuple[int, int] | None = None,
                  wrapper: Sequence[str] = (), env: Mapping[str, str] | None = None,
-                 user: str | None = None, await_mount: bool = False) -> None:
+                 user: str | None = None, await_mount: bool = False,
+                 args: Sequence[str] | None = None) -> None:
         """``await_mount``: ``memfs serve --await-mount`` (the system service's: root
         must mount it with ``memfs attach``; ready once the socket answers).
+        ``args``: ``memfs serve``'s arguments instead of ``--config FILE`` (e.g.
+        ``--demo``); ``config`` then says only where its socket is (and whether it has
+        ``[http]``).
         ``nofile``: start the daemon with this (soft, hard) RLIMIT_NOFILE.
         ``wrapper``: argv run in front of ``memfs serve`` (e.g. nsenter into a network
         namespace); it must exec the daemon so that its pid is the daemon's.
@@ -250,9 +254,10 @@ class Daemon:
         self._log_start = 0
         self.env = dict(env or {})  # added to the daemon's environment
         self.user = user
+        self.args = ["--config", str(self.config_path)] if args is None else list(args)
 
     def start(self, timeout: float = 120.0) -> Daemon:
-        argv = [*self.wrapper, *MEMFS, "serve", "--config", str(self.config_path)]
+        argv = [*self.wrapper, *MEMFS, "serve", *self.args]
         if self.await_mount:
             argv.append("--await-mount")
         elif not self.mount:
