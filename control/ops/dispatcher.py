@@ -30,6 +30,7 @@ from memfs.store.errors import (
     AgentRequired,
     Conflict,
     NoSpace,
+    NotFound,
     PermissionDenied,
 )
 from memfs.store.history import delegated
@@ -64,6 +65,8 @@ def _details(error: BaseException) -> dict[str, Any]:
         return {"task": error.task, "holder": error.holder}
     if isinstance(error, AgentRequired):  # memfs mcp then takes the MCP client's name
         return {"agent_required": True}
+    if isinstance(error, NotFound) and error.near:  # what the caller may have meant
+        return {"did_you_mean": error.near}
     return {}
 
 
