@@ -32,6 +32,7 @@ from memfs.store.errors import (
     NoSpace,
     NotFound,
     PermissionDenied,
+    TooLarge,
 )
 from memfs.store.history import delegated
 from memfs.tokens import Tokens
@@ -67,6 +68,8 @@ def _details(error: BaseException) -> dict[str, Any]:
         return {"agent_required": True}
     if isinstance(error, NotFound) and error.near:  # what the caller may have meant
         return {"did_you_mean": error.near}
+    if isinstance(error, TooLarge) and error.limit is not None:
+        return {"size": error.size, "max_file_size": error.limit}
     return {}
 
 

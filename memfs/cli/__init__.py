@@ -85,9 +85,22 @@ def cmd_cat(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_stat(client: Client, args: argparse.Namespace) -> int:
     info = client.stat(args.path)
-    lines = [f"{key}: {value}" for key, value in info.items()]
-    _out(args, info, "\n".join(lines))
+    lines = [f"{key}: {_shown(key, value)}" for key, value in info.items()]
+    _out(args, info, "\n".join(lines))  # --json: the values as they are
     return EXIT_OK
+
+
+def _shown(key: str, value: object) -> str:
+    """A stat field for people: times in UTC, yes/no, sizes in bytes, "-" for none."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "-"
+    if key.endswith("_at") and isinstance(value, int | float):
+        import time
+
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
+    return f"{value} bytes" if key == "size" else str(value)
 
 
 def _committed(args: argparse.Namespace, result: Committed, verb: str) -> int:

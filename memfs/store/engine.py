@@ -190,7 +190,10 @@ class Engine:
             return as_agent
         agent = config.agent_for_uid(uid)
         if agent is None:
-            raise PermissionDenied(f"uid {uid} is not mapped to any agent")
+            raise PermissionDenied(
+                f"uid {uid} is not mapped to any agent: give it one in the daemon's config "
+                f"([agents.NAME] with uid = {uid}), or act for an agent from a delegate uid "
+                "with --as AGENT")
         return agent
 
     def check_delegation(self, uid: int, agent: str) -> None:
@@ -582,7 +585,8 @@ class Engine:
 
     def _check_size(self, size: int) -> None:
         if size > self.config.max_file_size:
-            raise TooLarge(f"content is {size} bytes; the limit is {self.config.max_file_size}")
+            raise TooLarge(f"content is {size} bytes; the limit is max_file_size = "
+                           f"{self.config.max_file_size} bytes", size, self.config.max_file_size)
 
     def _email(self, agent: str) -> str:
         spec = self.config.agents.get(agent)

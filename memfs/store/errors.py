@@ -23,9 +23,16 @@ class InvalidInput(MemfsError):
 
 
 class TooLarge(MemfsError):
-    """Content exceeds the configured per-file size limit."""
+    """Content exceeds the configured per-file size limit. ``size`` and ``limit``:
+    its size and ``max_file_size``, in bytes, when known."""
 
     code = "too_large"
+
+    def __init__(self, message: str, size: int | None = None, limit: int | None = None
+                 ) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
 
 
 class PermissionDenied(MemfsError):
