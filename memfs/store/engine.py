@@ -288,7 +288,7 @@ class Engine:
         """The NotFound of a file found missing: with near names (see `missing`)."""
         try:
             error = self.missing(path)
-        except InvalidInput:
+        except (InvalidInput, OSError):  # changed meanwhile: the plain answer will do
             error = None
         return error or NotFound(f"{path} does not exist")  # None: it came back meanwhile
 
