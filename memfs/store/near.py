@@ -21,16 +21,22 @@ def closest(name: str, candidates: Sequence[str]) -> list[str]:
     return difflib.get_close_matches(name, candidates, n=MAX_NEAR)
 
 
+def _quoted(name: str) -> str:
+    """A name as a JSON string: letters as they are, but every character of a name
+    that is not printable escaped (a name the caller typed may hold one)."""
+    return json.dumps(name, ensure_ascii=not name.isprintable())
+
+
 def _explained(what: str, notes: list[str], near: list[str]) -> str:
     if near:
-        notes.append(f"did you mean {' or '.join(json.dumps(name) for name in near)}?")
+        notes.append(f"did you mean {' or '.join(_quoted(name) for name in near)}?")
     return f"{what} ({'; '.join(notes)})" if notes else what
 
 
 def no_store(store: str, mine: Sequence[str]) -> NotFound:
     """NotFound for a store the agent does not have (``mine``: the stores it has)."""
     near = closest(store, mine)
-    return NotFound(_explained(f"no store named {json.dumps(store)}", [], near), near)
+    return NotFound(_explained(f"no store named {_quoted(store)}", [], near), near)
 
 
 def no_path(path: MemPath, found: int, names: Sequence[str]) -> NotFound:
@@ -40,5 +46,5 @@ def no_path(path: MemPath, found: int, names: Sequence[str]) -> NotFound:
     near = [str(MemPath(path.store, (*path.parts[:found], name)))
             for name in closest(path.parts[found], names)]
     notes = [] if found == len(path.parts) - 1 else \
-        [f"no folder {json.dumps(str(MemPath(path.store, path.parts[:found + 1])))}"]
+        [f"no folder {_quoted(str(MemPath(path.store, path.parts[:found + 1])))}"]
     return NotFound(_explained(f"{path} does not exist", notes, near), near)

@@ -32,6 +32,8 @@ def test_the_messages() -> None:
     assert str(folder) == ('notes/b/c/d.md does not exist (no folder "notes/b"; did you mean '
                            '"notes/bb"?)')
     assert len(closest("note", [f"note{n}" for n in range(10)])) == 3  # a few, not all
+    assert str(no_store("cafe", ["café"])) == 'no store named "cafe" (did you mean "café"?)'
+    assert str(no_store("x\u202e", [])) == 'no store named "x\\u202e"'  # escaped, never shown
 
 
 @pytest.fixture
