@@ -44,6 +44,7 @@ from control.client import (
     NotFoundError,
 )
 from tests.cluster.conftest import FIRST_UID, WORKERS, Cluster, start_daemons, stop_all
+from tests.store.history.gitcheck import repo_path
 from tests.support import connect_as, scaled
 
 # The storm ends once each of these has happened MIN_EACH times (a conflict needs two
@@ -215,7 +216,7 @@ def run_threads(targets: list[Callable[[], None]]) -> None:
 def check_git_history(root: Path, storm: Storm) -> None:
     """One linear history on ``main``, made under the store lock by all three hosts'
     daemons: one commit per accepted change, authored by agents of every host."""
-    repo = pygit2.Repository(str(root / "state" / "history" / "notes.git"))
+    repo = pygit2.Repository(str(repo_path(root, "notes")))  # the memfs user's: see gitcheck
     head = repo.references["refs/heads/main"].target
     commits = list(repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL))
     assert all(len(commit.parents) <= 1 for commit in commits), "history is not linear"
