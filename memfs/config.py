@@ -12,6 +12,7 @@ import os
 import re
 import tomllib
 import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -319,6 +320,9 @@ class PersonalConfig(_Strict):
 
 
 class Config(_Strict):
+    """The whole configuration. Build it with `parse_config`, which also checks what
+    spans several keys (`cross_checks`) and reports every mistake at once."""
+
     root: Path
     # the unprivileged user a daemon started as root serves as (memfs/service_user.py)
     user: str = Field(default="memfs", pattern=r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
@@ -355,6 +359,13 @@ class Config(_Strict):
             check_name("store", name)
         return stores
 
+    @field_validator("agents")
+    @classmethod
+    def _agent_names(cls, agents: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
+        for name in agents:
+            check_name("agent", name)
+        return agents
+
     @field_validator("delegates", mode="before")
     @classmethod
     def _delegates_shape(cls, delegates: object) -> object:
@@ -375,49 +386,6 @@ class Config(_Strict):
                 raise ValueError(f'{key}: want a list of agent names or "{ANY_AGENT}" '
                                  f"(any agent), got {allowed!r}")
         return delegates
-
-    @model_validator(mode="after")
-    def _cross_checks(self) -> Config:
-        for name, spec in self.stores.items():
-            if spec.mirrors and not spec.history:
-                raise ValueError(f"stores.{name}.mirror: a mirror receives the store's "
-                                 "history, and this store has history = false")
-        if self.personal is not None:
-            if self.agents:
-                raise ValueError(
-                    "agents: personal mode knows agents by name, registered on first use "
-                    "(`memfs --agent NAME ...`); remove the [agents.*] tables")
-            if self.delegates:
-                raise ValueError("delegates: in personal mode the owner acts for its own "
-                                 "agents only; remove delegates")
-        if isinstance(self.delegates, dict):
-            for key, allowed in self.delegates.items():
-                for name in [] if allowed == ANY_AGENT else allowed:
-                    if name not in self.agents:
-                        known = ", ".join(sorted(self.agents)) or "none"
-                        raise ValueError(f"delegates.{key}: no agent named {name!r} "
-                                         f"(defined: {known})")
-                if not allowed:
-                    raise ValueError(f'delegates.{key}: name the agents it may act for, '
-                                     f'or "{ANY_AGENT}" for any')
-        uids: dict[int, str] = {}
-        for name, agent in self.agents.items():
-            check_name("agent", name)
-            for store in agent.stores:
-                if store not in self.stores:
-                    known = ", ".join(sorted(self.stores)) or "none"
-                    raise ValueError(
-                        f"agents.{name}.stores.{store}: no such store (defined: {known})"
-                    )
-            if agent.uid in uids:
-                raise ValueError(
-                    f"agents.{name}.uid: uid {agent.uid} is already used by agent "
-                    f"{uids[agent.uid]!r}; each agent needs its own uid"
-                )
-            uids[agent.uid] = name
-        if self.mount == self.root or self.root in self.mount.parents:
-            raise ValueError("mount: must not be inside root")
-        return self
 
     # -- lookups used by the engine and the edges --------------------------------
 
@@ -471,23 +439,91 @@ def _uid_key(key: str) -> int:
     return int(key)
 
 
-def _describe(error: ValidationError) -> str:
+def _described(error: ValidationError) -> list[str]:
+    """Each of pydantic's errors as ``KEY: problem``."""
     lines = []
     for item in error.errors():
         where = ".".join(str(part) for part in item["loc"]) or "(top level)"
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
             message = "unknown key"
-        lines.append(f"  {where}: {message}")
-    return "\n".join(lines)
+        lines.append(f"{where}: {message}")
+    return lines
 
 
-def parse_config(data: dict[str, object], source: str = "config") -> Config:
-    """Validate a parsed TOML document; raises ConfigError naming each bad key."""
+def _table(data: Mapping[str, object], key: str) -> Mapping[str, object]:
+    found = data.get(key)
+    return found if isinstance(found, Mapping) else {}
+
+
+def cross_checks(data: Mapping[str, object]) -> list[str]:
+    """The mistakes that span several keys, each as ``KEY: problem``: an agent's store
+    that no ``[stores]`` table defines, a mirror of a store without history, a
+    delegate's agent that no ``[agents]`` table does, two agents with one uid, the mount
+    inside the root, agents or delegates in personal mode. Made on the document as
+    read, so that they are found whatever else is wrong in it; a value of the wrong type
+    is left to the model's validation."""
+    problems = []
+    stores, agents, delegates = _table(data, "stores"), _table(data, "agents"), \
+        data.get("delegates")
+    if "personal" in data:
+        if agents:
+            problems.append("agents: personal mode knows agents by name, registered on "
+                            "first use (`memfs --agent NAME ...`); remove the [agents.*] "
+                            "tables")
+        if delegates:
+            problems.append("delegates: in personal mode the owner acts for its own agents "
+                            "only; remove delegates")
+    if isinstance(delegates, Mapping):
+        for key, allowed in delegates.items():
+            if isinstance(allowed, list) and not allowed:
+                problems.append(f'delegates.{key}: name the agents it may act for, or '
+                                f'"{ANY_AGENT}" for any')
+            for name in allowed if isinstance(allowed, list) else []:
+                if isinstance(name, str) and name not in agents:
+                    known = ", ".join(sorted(agents)) or "none"
+                    problems.append(f"delegates.{key}: no agent named {name!r} "
+                                    f"(defined: {known})")
+    for name, store in stores.items():
+        if isinstance(store, Mapping) and store.get("mirror") and store.get("history") is False:
+            problems.append(f"stores.{name}.mirror: a mirror receives the store's history, "
+                            "and this store has history = false")
+    uids: dict[int, str] = {}
+    for name, agent in agents.items():
+        if not isinstance(agent, Mapping):
+            continue
+        for store in _table(agent, "stores"):
+            if store not in stores:
+                known = ", ".join(sorted(stores)) or "none"
+                problems.append(f"agents.{name}.stores.{store}: no such store (defined: "
+                                f"{known})")
+        uid = agent.get("uid")
+        if isinstance(uid, int) and not isinstance(uid, bool):
+            if uid in uids:
+                problems.append(f"agents.{name}.uid: uid {uid} is already used by agent "
+                                f"{uids[uid]!r}; each agent needs its own uid")
+            uids.setdefault(uid, name)
+    root, mount = data.get("root"), data.get("mount", "/memory")
+    if isinstance(root, str | Path) and isinstance(mount, str | Path):
+        root, mount = Path(root), Path(mount)
+        if root.is_absolute() and (mount == root or root in mount.parents):
+            problems.append("mount: must not be inside root")
+    return problems
+
+
+def parse_config(data: Mapping[str, object], source: str = "config") -> Config:
+    """Validate a parsed TOML document; raises ConfigError naming every bad key at
+    once: the model's errors (unknown keys, bad values) and `cross_checks`'."""
+    problems: list[str] = []
+    config = None
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(f"{source} is invalid:\n{_describe(error)}") from None
+        problems += _described(error)
+    problems += [problem for problem in cross_checks(data) if problem not in problems]
+    if problems or config is None:
+        raise ConfigError(f"{source} is invalid:\n" + "\n".join(f"  {p}" for p in problems))
+    return config
 
 
 def read_toml(path: Path) -> dict[str, object]:

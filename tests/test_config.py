@@ -93,6 +93,34 @@ def test_mirrors_take_every_url_git_takes() -> None:
     assert config.stores["c"].mirrors == ()
 
 
+def test_every_mistake_is_reported_at_once(tmp_path: Path) -> None:
+    """An unknown key does not hide a store typo, nor a bad value a duplicate uid: one
+    run of the config tells every mistake, each naming its key."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text('root = "/srv/m"\ncolour = "blue"\nmount = "/srv/m/mnt"\n'
+                   '[stores.payments]\nhistory = "maybe"\n'
+                   '[agents.oncall]\nuid = 7\nstores = { paymnts = "read" }\n'
+                   '[agents.reviewer]\nuid = 7\nshoe = 1\n'
+                   '[limits]\nmax_jail_runs = 0\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(bad)
+    lines = str(caught.value).splitlines()
+    assert lines[0] == f"config {bad} is invalid:"
+    expected = [
+        "colour: unknown key",
+        "stores.payments.history: Input should be a valid boolean",
+        "agents.reviewer.shoe: unknown key",
+        "limits.max_jail_runs: Input should be greater than or equal to 1",
+        "agents.oncall.stores.paymnts: no such store (defined: payments)",
+        "agents.reviewer.uid: uid 7 is already used by agent 'oncall'; each agent needs its "
+        "own uid",
+        "mount: must not be inside root",
+    ]
+    for problem in expected:
+        assert sum(line.strip().startswith(problem) for line in lines) == 1, (problem, lines)
+    assert len(lines) == 1 + len(expected), lines
+
+
 def test_load_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(tmp_path / "missing.toml")

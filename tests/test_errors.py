@@ -31,7 +31,6 @@ from jail.errors import (
     JailError,
     JailLimit,
     JailUnavailable,
-    StoreNotReadable,
     ToolFailed,
 )
 from memfs import cli
@@ -153,7 +152,6 @@ RAISED: list[tuple[BaseException, str | None]] = [
     (JailError("the launcher died"), None),
     (JailUnavailable("no Landlock"), "internal"),
     (BadArguments("rg flag --pre refused"), "invalid"),  # "refused rg flag or sed script"
-    (StoreNotReadable("secret"), "invalid"),  # the dispatcher makes it permission_denied
     (JailLimit("timed out"), "invalid"),
     (JailBusy("4 runs at once"), "busy"),  # "a limit ... (jailed tool runs) is reached"
     (ToolFailed("rg exited 2", 2, "oops"), "invalid"),

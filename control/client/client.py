@@ -350,6 +350,21 @@ class Client:
             {"content": content} if isinstance(content, str)
             else {"content_b64": binascii.b2a_base64(content, newline=False).decode("ascii")}
         )
+        try:
+            return self._write(path, data, append=append, force=force)
+        except TooLargeError as error:
+            limit = error.details.get("max_file_size")
+            if limit is None:
+                raise
+            size = len(content.encode() if isinstance(content, str) else content)
+            grown = error.details.get("size")
+            what = (f"appending {size} bytes would make it {grown} bytes," if append and grown
+                    else f"{size} bytes is")
+            raise TooLargeError(f"{path}: {what} more than the daemon takes in one file "
+                                f"(max_file_size = {limit} bytes)", error.details) from None
+
+    def _write(self, path: str, data: dict[str, Any], *, append: bool, force: bool
+               ) -> Committed:
         if append:  # needs no version
             result: Any = self.call("write", path=path, append=True, force=force, **data)
             key, previous = self._key(path), str(result.get("previous_digest") or "")

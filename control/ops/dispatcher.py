@@ -30,7 +30,9 @@ from memfs.store.errors import (
     AgentRequired,
     Conflict,
     NoSpace,
+    NotFound,
     PermissionDenied,
+    TooLarge,
 )
 from memfs.store.history import delegated
 from memfs.store.mirror import MirrorFailed, Mirrors
@@ -70,6 +72,10 @@ def _details(error: BaseException) -> dict[str, Any]:
         return {"agent_required": True}
     if isinstance(error, MirrorFailed):
         return {"mirrors": [status.fields() for status in error.mirrors]}
+    if isinstance(error, NotFound) and error.near:  # what the caller may have meant
+        return {"did_you_mean": error.near}
+    if isinstance(error, TooLarge) and error.limit is not None:
+        return {"size": error.size, "max_file_size": error.limit}
     return {}
 
 

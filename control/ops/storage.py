@@ -21,7 +21,6 @@ from control.protocol.base import (
     wire_encoding,
 )
 from control.protocol.wire import ProtocolError
-from jail.errors import StoreNotReadable
 from memfs.store.errors import InvalidInput
 from memfs.store.paths import MemPath
 
@@ -179,15 +178,15 @@ def delete(call: Call, request: DeleteRequest) -> dict[str, Any]:
 def search(call: Call, request: SearchRequest) -> dict[str, Any]:
     jail, engine = call.jail(), call.engine
     stores = {name: engine.store_dir(name) for name in engine.readable_stores(call.agent)}
-    try:
-        outcome = jail.search(stores, request.args, known=engine.config.stores,
-                              hidden=engine.planted, mount=str(engine.config.mount),
-                              caller=call.agent)
-    except StoreNotReadable as error:
-        # A search naming a store the agent cannot read is permission_denied (the
-        # jail, which sees only the readable stores, would call it invalid).
-        engine.check_access(call.agent, error.store)
-        raise
+
+    def exists(path: str) -> None:
+        # A path to search is checked before rg runs, as any command's path: a store
+        # the agent cannot see or a path that does not exist is not_found, with the
+        # names it may have meant (never rg's own error about a missing file).
+        engine.require(call.agent, call.store_or_path(path))
+
+    outcome = jail.search(stores, request.args, check=exists, hidden=engine.planted,
+                          mount=str(engine.config.mount), caller=call.agent)
     return {
         "output": outcome.output.decode("utf-8", "replace"),
         "exit_code": outcome.exit_code,

@@ -71,6 +71,7 @@ class ServerLimits:
     """The resolved limits of one server (see memfs.config.LimitsConfig)."""
 
     max_line: int  # longest request line from an agent or delegate uid
+    max_file_size: int | None = None  # the config's, which max_line is made for
     max_line_unknown_uid: int = 64 * 1024
     max_connections: int = 1024
     max_connections_per_uid: int = 64
@@ -263,6 +264,7 @@ class ControlServer:
         line over the cap is decoded."""
         known = self.connections.known(uid)
         max_line = self.limits.max_line if known else self.limits.max_line_unknown_uid
+        too_long = self._too_long(known, max_line)
         buffer = bytearray()
         scanned = 0  # buffer[:scanned] holds no newline
         held = 0  # this connection's share of self.buffered
@@ -286,8 +288,7 @@ class ControlServer:
                         line = bytes(view[start:newline])
                     start = scanned = newline + 1
                     if len(line) > max_line:  # only just after a dropped line
-                        conn.sendall(p.encode_error(
-                            None, "too_large", f"request line longer than {max_line} bytes"))
+                        conn.sendall(too_long)
                     elif line and not line.isspace():
                         conn.sendall(self._reply(uid, line))
                 del buffer[:start]
@@ -295,8 +296,7 @@ class ControlServer:
                 refusal = None
                 with self._buffered_lock:
                     if len(buffer) > max_line:
-                        refusal = p.encode_error(
-                            None, "too_large", f"request line longer than {max_line} bytes")
+                        refusal = too_long
                     elif (len(buffer) > SMALL_LINE and self.buffered - held + len(buffer)
                           > self.limits.max_buffered_bytes):
                         refusal = p.encode_error(
@@ -313,6 +313,16 @@ class ControlServer:
         finally:
             with self._buffered_lock:
                 self.buffered -= held
+
+    def _too_long(self, known: bool, max_line: int) -> bytes:
+        """The reply to a request line over ``max_line``: for an agent's (``known``)
+        connection, with the config's ``max_file_size`` in its details, so that a
+        client can say how large a file may be (the size it sent is its own to say)."""
+        details = {}
+        if known and self.limits.max_file_size is not None:
+            details["max_file_size"] = self.limits.max_file_size
+        return p.encode_error(None, "too_large", f"request line longer than {max_line} bytes",
+                              details)
 
     def _reply(self, uid: int, line: bytes) -> bytes:
         """The reply line to one request line; never raises."""

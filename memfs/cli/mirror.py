@@ -59,12 +59,15 @@ def mirror_push(client: Client, args: argparse.Namespace) -> int:
 def register(add: Add, common: argparse.ArgumentParser) -> None:
     """Add ``memfs mirror`` with its actions to the CLI's parser."""
     parser = add("mirror", lambda *_: 2, "the git remotes each store's history is pushed to")
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    status = actions.add_parser("status", parents=[common], help="each mirror: state, "
-                                "last success, commits behind, last error")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                    help="status or push (memfs mirror ACTION --help)")
+    status_help = "each mirror: state, last success, commits behind, last error"
+    status = actions.add_parser("status", parents=[common], help=status_help,
+                                description=status_help)
     status.set_defaults(func=mirror_status)
-    push = actions.add_parser("push", parents=[common], help="push now (never forced) and "
-                              "wait: exit 7 if a mirror is still not up to date")
+    push_help = "push now (never forced) and wait: exit 7 if a mirror is still not up to date"
+    push = actions.add_parser("push", parents=[common], help=push_help,
+                              description=push_help)
     push.set_defaults(func=mirror_push)
     for sub in (status, push):
         sub.add_argument("store", nargs="?", metavar="STORE",

@@ -70,4 +70,5 @@ def register(add: Add) -> None:
     recall.add_argument("--page", type=int, default=1, metavar="P", help="page (from 1)")
     reindex = add("reindex", cmd_reindex, "rebuild recall's index of STORE (default: each "
                   "store you may read) from its files")
-    reindex.add_argument("store", nargs="?", metavar="STORE")
+    reindex.add_argument("store", nargs="?", metavar="STORE",
+                         help="one store (default: each store you may read)")

@@ -12,6 +12,7 @@ launcher stopped)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 import os
@@ -156,6 +157,7 @@ def connection_limits(config: Config, fd_limit: int) -> tuple[ServerLimits, Http
                     control, f", http_max_connections {http}" if http else "")
     server = ServerLimits(
         max_line=max_line_bytes(config.max_file_size),
+        max_file_size=config.max_file_size,
         max_line_unknown_uid=limits.max_line_unknown_uid,
         max_connections=control,
         max_connections_per_uid=limits.max_connections_per_uid,
@@ -215,9 +217,7 @@ def start(config: Config, stack: contextlib.ExitStack, *,
         privilege.hand_over(config, user, mount=mount == "fusermount")
     bound = None
     if config.http is not None:
-        from control.http.app import bind_http
-
-        bound = bind_http(config.http)  # the TLS key may be readable by root only
+        bound = bind_http_listener(config)  # the TLS key may be readable by root only
         stack.callback(bound.close)
     control = bind_listener(config.socket)
     stack.callback(_remove_socket, config.socket)  # ours to remove, once bound
@@ -250,6 +250,32 @@ def start(config: Config, stack: contextlib.ExitStack, *,
         stack.callback(mounted.close)
     privilege.lock_down()
     return Started(limits, http_limits, control, bound, jail, engine, mounted, recall)
+
+
+# Why a listener could not bind, in the words of the config it came from.
+_BIND_ERRORS = {
+    errno.EADDRINUSE: "the address is in use (another memfs, or another program, listens "
+                      "there): stop it, or set another port",
+    errno.EADDRNOTAVAIL: "this host has no such address",
+    errno.EACCES: "a port below 1024 needs privilege: take one above",
+}
+
+
+def bind_http_listener(config: Config) -> BoundHttp:
+    """``[http] listen`` bound (control/http/app.py's bind_http); raises MemfsError
+    naming the address and the key it came from when it cannot be bound, OSError
+    when the TLS certificate or key cannot be loaded (its message says which)."""
+    from control.http.app import bind_http
+
+    assert config.http is not None
+    try:
+        return bind_http(config.http)
+    except OSError as error:
+        if error.errno is None:  # the certificate or key: the message says it all
+            raise
+        key = "[http] listen" + (", from --http" if config.personal is not None else "")
+        why = _BIND_ERRORS.get(error.errno, error.strerror or str(error))
+        raise MemfsError(f"cannot listen on {config.http.listen} ({key}): {why}") from None
 
 
 def _remove_socket(path: Path) -> None:

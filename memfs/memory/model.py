@@ -37,10 +37,9 @@ class Memory:
 
     def store_for(self, agent: str, store: str | None) -> str:
         """The structured store to use: ``store`` (checked), or the agent's only one.
-        Raises InvalidInput (not structured, none, several), PermissionDenied."""
+        Raises InvalidInput (not structured, none, several), NotFound (not one of the
+        agent's stores)."""
         if store is not None:
-            if store not in self.engine.config.stores:
-                raise NotFound(f"no store named {store!r}")
             self.engine.check_access(agent, store)
             if not self.engine.config.stores[store].structured:
                 raise InvalidInput(f"store {store} is not structured (structured = true "

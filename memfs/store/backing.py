@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 from memfs.store.errors import InvalidInput
+from memfs.store.paths import nameable
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a planted FIFO must not block; O_NOCTTY: nor grab a terminal.
@@ -355,6 +356,62 @@ def walk_files(store_fd: int, prefix: tuple[str, ...] = ()) -> Iterator[Entry]:
                     continue
         finally:
             os.close(dir_fd)
+
+
+def missing_from(store_fd: int, parts: tuple[str, ...]) -> int | None:
+    """Where STORE/PARTS stops existing: the index of the first of ``parts`` that its
+    folder does not hold, or None when the whole path exists (a folder, a file, or
+    anything memfs hides). Never follows a symlink; raises InvalidInput when a
+    component on the way is not a folder."""
+    fd = open_dir(store_fd, ".")  # a fresh open: a dup would share the store fd's offset
+    try:
+        for index, name in enumerate(parts):
+            if index == len(parts) - 1:
+                try:
+                    os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    return index
+                return None
+            try:
+                child = open_dir(fd, name)
+            except FileNotFoundError:
+                return index
+            os.close(fd)
+            fd = child
+        return None
+    finally:
+        os.close(fd)
+
+
+MAX_NAMES = 10_000  # names of one folder that `shown_names` reads, at most
+
+
+def shown_names(store_fd: int, parts: tuple[str, ...]) -> list[str]:
+    """The names memfs shows in the folder STORE/PARTS: its folders and the files it
+    keeps (`is_kept`), at most MAX_NAMES (it answers an error: its cost is bounded);
+    none if the folder cannot be opened."""
+    try:
+        fd = open_dir(store_fd, ".")  # a fresh open, as in missing_from
+        for name in parts:
+            try:
+                child = open_dir(fd, name)
+            finally:
+                os.close(fd)
+            fd = child
+    except (OSError, InvalidInput):
+        return []
+    names: list[str] = []
+    with closing_fd(fd), os.scandir(fd) as entries:
+        for entry in entries:
+            if len(names) >= MAX_NAMES:
+                break
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (is_kept(st) or stat.S_ISDIR(st.st_mode)) and nameable(entry.name):
+                names.append(entry.name)
+    return names
 
 
 def _kept(fd: int, name: str) -> int:

@@ -31,7 +31,7 @@ from typing import Any
 import pygit2
 
 from memfs.config import Config, check_name
-from memfs.store import backing
+from memfs.store import backing, near
 from memfs.store.agents import AgentRegistry
 from memfs.store.errors import (
     ABSENT,
@@ -43,11 +43,11 @@ from memfs.store.errors import (
     TooLarge,
     refused_when_full,
 )
-from memfs.store.globs import compile_glob, literal_store
+from memfs.store.globs import compile_glob, literal_prefix
 from memfs.store.history import SINGLE_PATH_OPS
 from memfs.store.history_reads import HistoryReads
 from memfs.store.pages import Page, read_page
-from memfs.store.paths import MemPath, nameable
+from memfs.store.paths import MemPath, check_component, nameable
 from memfs.store.seen import SeenRecords
 from memfs.store.staging import Staged, Staging
 from memfs.store.store import Landing, Store
@@ -115,7 +115,7 @@ class Engine:
             else AgentRegistry(state, config.personal.owner))
         self.history = HistoryReads(self._stores, self.seen, check_access=self.check_access,
                                     readable_stores=self.readable_stores,
-                                    current_bytes=self.current_bytes)
+                                    current_bytes=self.current_bytes, missing=self.missing)
         self.unrecorded = UnrecordedReads(
             self._stores, check_access=self.check_access,
             pin=lambda agent, path: self.open_version(agent, path, record=False))
@@ -190,7 +190,10 @@ class Engine:
             return as_agent
         agent = config.agent_for_uid(uid)
         if agent is None:
-            raise PermissionDenied(f"uid {uid} is not mapped to any agent")
+            raise PermissionDenied(
+                f"uid {uid} is not mapped to any agent: give it one in the daemon's config "
+                f"([agents.NAME] with uid = {uid}), or act for an agent from a delegate uid "
+                "with --as AGENT")
         return agent
 
     def check_delegation(self, uid: int, agent: str) -> None:
@@ -250,12 +253,44 @@ class Engine:
                 if store.generation.changed_elsewhere()]
 
     def check_access(self, agent: str, store: str, *, write: bool = False) -> None:
-        """Raise PermissionDenied unless ``agent`` may read (or write) ``store``."""
+        """Raise NotFound unless ``agent`` is attached to ``store`` (a store it cannot
+        see does not exist for it, and the stores it might have meant are its own
+        only: no answer reveals another agent's store); PermissionDenied unless it may
+        write there, for ``write``."""
         access = self.config.access(agent, store)
         if access is None:
-            raise PermissionDenied(f"agent {agent!r} is not attached to store {store!r}")
+            known = self.config.personal is not None or agent in self.config.agents
+            raise near.no_store(store, self.readable_stores(agent) if known else [])
         if write and access != "read_write":
             raise PermissionDenied(f"agent {agent!r} has read-only access to store {store!r}")
+
+    def missing(self, path: MemPath) -> NotFound | None:
+        """None when ``path`` exists (a folder, a file, or something memfs hides; a
+        store-only path: the store), else the NotFound to raise, with the names near
+        the first missing part in the folder above it. No access check. Raises
+        InvalidInput when a part on the way is not a folder."""
+        store_fd = self._stores[path.store].fd
+        found = backing.missing_from(store_fd, path.parts)
+        if found is None:
+            return None
+        return near.no_path(path, found, backing.shown_names(store_fd, path.parts[:found]))
+
+    def require(self, agent: str, path: MemPath) -> None:
+        """Raise NotFound (with near names) unless ``agent`` may read ``path.store``
+        and ``path`` exists there (see `missing`): what a command that names a file or
+        folder to list, search or log checks first."""
+        self.check_access(agent, path.store)
+        error = self.missing(path)
+        if error is not None:
+            raise error
+
+    def _not_found(self, path: MemPath) -> NotFound:
+        """The NotFound of a file found missing: with near names (see `missing`)."""
+        try:
+            error = self.missing(path)
+        except (InvalidInput, OSError):  # changed meanwhile: the plain answer will do
+            error = None
+        return error or NotFound(f"{path} does not exist")  # None: it came back meanwhile
 
     # -- reads --------------------------------------------------------------------
 
@@ -283,7 +318,7 @@ class Engine:
         if opened is None:
             if absent:
                 self._saw_absent(agent, path)
-            raise NotFound(f"{path} does not exist")
+            raise self._not_found(path)
         fd, st = opened
         try:
             version = version_of(fd, st, remember=True)
@@ -368,7 +403,7 @@ class Engine:
         """The current version and its bytes. Raises NotFound, InvalidInput."""
         opened = self._open_current(path)
         if opened is None:
-            raise NotFound(f"{path} does not exist")
+            raise self._not_found(path)
         fd, st = opened
         with backing.closing_fd(fd):
             version = version_of(fd, st)
@@ -386,19 +421,21 @@ class Engine:
 
     def list(self, agent: str, patterns: list[str]) -> list[str]:
         """``STORE/PATH`` of every regular file the agent may read that matches one of
-        the globs (all files when there is none), sorted."""
+        the globs (all files when there is none), sorted. The part of a glob before
+        its first wildcard (all of it, if it has none) must name a store of the agent
+        and a folder or file there; else NotFound, with near names (see `require`)."""
         stores = self.readable_stores(agent)
         mounts = ("/memory/", str(self.config.mount).rstrip("/") + "/")
         wanted = [_unmounted(p, mounts).lstrip("/") for p in patterns] or ["**"]
         found: set[str] = set()
         for pattern in wanted:
             regex = compile_glob(pattern)
-            limit = literal_store(pattern)
-            if limit is not None and limit not in stores:
-                if limit in self.config.stores:
-                    raise PermissionDenied(f"agent {agent!r} is not attached to store {limit!r}")
-                raise NotFound(f"no store named {limit!r}")
-            for store in [limit] if limit else stores:
+            literal = literal_prefix(pattern)
+            if literal:
+                for name in literal:
+                    check_component(name)  # "..", ".": refused, never walked
+                self.require(agent, MemPath(literal[0], literal[1:]))
+            for store in [literal[0]] if literal else stores:
                 for entry in backing.walk_files(self._stores[store].fd):
                     name = f"{store}/{entry.rel}"
                     if not nameable(name):
@@ -478,7 +515,7 @@ class Engine:
             with store.locked():
                 current = _version_at(parent, path.parts[-1])
                 if current is None:
-                    raise NotFound(f"{path} does not exist")
+                    raise self._not_found(path)
                 if not force:
                     self._check(agent, path, current, expected)
                 commit = store.land(agent, self._email(agent),
@@ -548,7 +585,8 @@ class Engine:
 
     def _check_size(self, size: int) -> None:
         if size > self.config.max_file_size:
-            raise TooLarge(f"content is {size} bytes; the limit is {self.config.max_file_size}")
+            raise TooLarge(f"content is {size} bytes; the limit is max_file_size = "
+                           f"{self.config.max_file_size} bytes", size, self.config.max_file_size)
 
     def _email(self, agent: str) -> str:
         spec = self.config.agents.get(agent)
@@ -561,7 +599,7 @@ class Engine:
                 return backing.walk_parent(self._stores[path.store].fd, path.parts,
                                            create=create)
         except FileNotFoundError:
-            raise NotFound(f"{path} does not exist") from None
+            raise self._not_found(path) from None
 
     def _check(self, agent: str, path: MemPath, current: Version | None,
                expected: str | None) -> None:

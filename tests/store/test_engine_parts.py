@@ -11,7 +11,7 @@ import pytest
 
 from memfs.config import parse_config
 from memfs.store.engine import Engine
-from memfs.store.errors import NotFound, PermissionDenied
+from memfs.store.errors import NotFound
 from memfs.store.paths import parse_path
 from tests.support import public_tmpdir, standard_config
 
@@ -38,9 +38,9 @@ def test_unrecorded_reads_record_nothing_and_check_access(engine: Engine) -> Non
     with pytest.raises(NotFound):
         engine.unrecorded.page("bob", missing, 1, 5, max_bytes=6)
     assert engine.seen.get("bob", path) is None and engine.seen.get("bob", missing) is None
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(NotFound):  # not carol's: it does not exist for her
         engine.unrecorded.files("carol", "ops")
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(NotFound):
         engine.unrecorded.versions_of("carol", [parse_path("ops/x.md")])
 
 
@@ -55,7 +55,7 @@ def test_history_reads_log_versions_and_diffs_for_an_agent(engine: Engine) -> No
     since = engine.history.diff("bob", path)  # what changed since bob read it
     assert since.new == "now" and "+two" in since.text
     assert [s for s, _entry in engine.history.log("bob", None, limit=50)] == ["notes", "notes"]
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(NotFound):
         engine.history.log("carol", parse_path("ops", allow_store_only=True))
     restored = engine.restore("alice", path, "HEAD~1")  # the old version, through history
     assert restored.digest == first.digest and restored.previous == second.digest

@@ -31,7 +31,7 @@ def test_history_diff_and_restore(alice: httpx.Client, bob: httpx.Client) -> Non
     problem(alice.get("/v1/stores/notes/history", params={"n": "0"}), 400, "invalid")
     problem(alice.get("/v1/stores/notes/history", params={"n": "many"}), 400, "invalid")
     problem(alice.get("/v1/stores/notes/history", params={"limit": "3"}), 400, "invalid")
-    problem(alice.get("/v1/stores/secret/history"), 403, "permission_denied")
+    problem(alice.get("/v1/stores/secret/history"), 404, "not_found")
     diff = alice.get("/v1/stores/notes/diff", params={"path": "hist/a.md", "rev": "HEAD~1"})
     assert "-one" in diff.json()["diff"] and "+two" in diff.json()["diff"]
     problem(alice.get("/v1/stores/notes/diff"), 400, "invalid")  # path is required

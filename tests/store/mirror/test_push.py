@@ -209,7 +209,8 @@ def test_who_may_see_and_push(base: Path) -> None:
         pushed = memfs_as(UID_B, daemon.socket, "--json", "mirror", "push")
         assert pushed.returncode == 0, pushed.stderr
         assert json.loads(pushed.stdout)["mirrors"][0]["state"] == "ok"
-        assert memfs_as(UID_C, daemon.socket, "mirror", "status", "secret").returncode == 4
+        # a store carol is not attached to is not found, as one that does not exist
+        assert memfs_as(UID_C, daemon.socket, "mirror", "status", "secret").returncode == 5
         assert memfs_as(UID_A, daemon.socket, "mirror", "status", "ops").returncode == 5
         assert memfs_as(UID_A, daemon.socket, "mirror", "status", "nope").returncode == 5
         assert memfs_as(0, daemon.socket, "--as", "alice", "mirror", "push").returncode == 0
