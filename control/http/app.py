@@ -37,6 +37,7 @@ from control.http.metrics import CONTENT_TYPE, Metrics
 from control.http.openapi import document
 from control.http.problems import problem
 from control.http.server import HttpLimits, HttpServer
+from control.http.web.app import Hardened
 from control.http.web.app import build as build_web
 from control.http.web.live import CommitFeed
 from control.ops.dispatcher import Dispatcher
@@ -128,7 +129,8 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
         Route("/mcp", mcp),
         *files.routes(api),
         *op_routes.routes(api),
-        Route(WEB, lambda _: RedirectResponse(f"{WEB}/", 308), methods=["GET", "HEAD"]),
+        # the web view's own address without its slash: a web answer, so hardened too
+        Route(WEB, Hardened(RedirectResponse(f"{WEB}/", 308)), methods=["GET", "HEAD"]),
         Mount(WEB, build_web(dispatcher, feed)),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan,

@@ -25,6 +25,7 @@ import mimetypes
 import re
 from email.utils import formatdate
 from typing import Any
+from urllib.parse import quote
 
 import anyio.to_thread
 import blake3
@@ -101,6 +102,12 @@ class Api:
             if len(self._sizes) > SIZES_KEPT:
                 self._sizes.popitem(last=False)
         return result
+
+
+def location(request: Request) -> str:
+    """The request's own path as a header carries it: percent-encoded UTF-8 (RFC 3986),
+    so that any name (``日本語.md``, ``a b%c.md``) gives a valid, ASCII header."""
+    return quote(request.scope["path"], safe="/")
 
 
 def _file_path(request: Request) -> str:
@@ -192,8 +199,10 @@ def routes(api: Api) -> list[Route]:
         if request.method == "HEAD":
             query(request, {})
             info = await api.execute(request, "stat", {"path": path})
+            # the headers a GET would send, without the body
             return Response(headers={**_version_headers(info),
-                                     "Content-Length": str(info["size"])})
+                                     "Content-Length": str(info["size"])},
+                            media_type=_media_type(path))
         at = query(request, {"at": "rev"}).get("rev")
         if at is not None:
             shown = await api.execute(request, "show", {"path": path, "rev": at,
@@ -219,7 +228,7 @@ def routes(api: Api) -> list[Route]:
                                  expect)
         response = _committed(result)
         if result.get("created"):
-            response.headers["Location"] = request.url.path
+            response.headers["Location"] = location(request)
         return response
 
     @guarded
