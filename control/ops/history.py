@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator
 
 from control.ops.registry import Call, Rest, operation
-from control.ops.storage import content_fields
+from control.ops.storage import committed_fields, content_fields
 from control.protocol.base import (
     EXPECT_PATTERN,
     MAX_ARG_LEN,
@@ -157,6 +157,4 @@ def restore(call: Call, request: RestoreRequest) -> dict[str, Any]:
     path = call.path(request.path)
     committed = call.engine.restore(call.agent, path, request.rev, force=request.force,
                                     expected=request.expect)
-    return {"path": str(committed.path), "digest": committed.digest,
-            "size": committed.size, "created": committed.created,
-            "previous_digest": committed.previous, "commit": committed.commit}
+    return committed_fields(committed)

@@ -59,13 +59,15 @@ from memfs.store.versions import FileInfo, Pinned, Version, appended_digest, ver
 class Committed:
     """An accepted change: the new version's digest and size, the digest of the
     version it replaced (None: the file was created), and its history commit (None:
-    the store keeps no history)."""
+    the store keeps no history, or ``unchanged``: the file already held exactly this,
+    so nothing was landed or committed)."""
 
     path: MemPath
     digest: str
     size: int
     previous: str | None
     commit: str | None = None
+    unchanged: bool = False
 
     @property
     def created(self) -> bool:
@@ -419,7 +421,11 @@ class Engine:
         given, is what the caller's own connection last saw (a digest, or ABSENT: "I
         saw no file here"), and must be current too: it tells apart two processes of
         one agent, which share the agent's record. Append needs no prior read and
-        never loses data. Raises PermissionDenied, InvalidInput, TooLarge, Conflict.
+        never loses data. A replace that passes the check with the bytes the file
+        already holds (also an edit or restore that gives them, or an empty append)
+        changes nothing: the result says ``unchanged``, with no commit, and a replace
+        records the version as seen by the writer. Raises PermissionDenied,
+        InvalidInput, TooLarge, Conflict.
         """
         self.check_access(agent, path.store, write=True)
         self._plain_write(path)
@@ -590,6 +596,12 @@ class Engine:
                 current = _version_at(parent, name)
                 if not force and not (create_freely and current is None):
                     self._check(agent, path, current, expected)
+                if current is not None and current.digest == staged.digest:
+                    # Already this version: no landing, no commit, no fsync; the writer
+                    # has seen it now, as after any accepted write.
+                    self.seen.put(agent, path, current.digest)
+                    return Committed(path, current.digest, current.size, current.digest,
+                                     unchanged=True)
                 commit = store.land(agent, self._email(agent),
                                     [Landing(path, parent, staged, blob)],
                                     op=op, summary=summary or f"{op} {path}", forced=force)
@@ -620,6 +632,9 @@ class Engine:
                 else:
                     with backing.closing_fd(fd):
                         old = version_of(fd)
+                        if not data:  # nothing to add: no landing, no commit
+                            return Committed(path, old.digest, old.size, old.digest,
+                                             unchanged=True)
                         self._check_size(old.size + len(data))
                         # The appender knows the whole new file only if it had the old one.
                         knew = self.seen.get(agent, path) == old.digest

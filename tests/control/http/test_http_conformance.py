@@ -66,3 +66,17 @@ def test_a_path_that_is_not_utf8_is_refused(alice: httpx.Client, daemon: Daemon,
 
 def test_a_query_that_is_not_utf8_is_refused(alice: httpx.Client) -> None:
     problem(alice.get("/v1/stores/notes/files?glob=%FF"), 400, "invalid")
+
+
+def test_a_put_of_the_current_content_commits_nothing(alice: httpx.Client) -> None:
+    first = alice.put(f"{F}/same/a.md", content=b"same\n")
+    history = "/v1/stores/notes/history"
+    before = alice.get(history, params={"path": "same/a.md"}).json()["entries"]
+    again = alice.put(f"{F}/same/a.md", content=b"same\n")
+    assert again.status_code == 200, again.text
+    assert again.json()["unchanged"] is True and again.json()["commit"] is None
+    assert again.headers["etag"] == first.headers["etag"]
+    restored = alice.post("/v1/stores/notes/restore", json={"path": "same/a.md",
+                                                             "rev": "HEAD"})
+    assert restored.status_code == 200 and restored.json()["unchanged"] is True
+    assert alice.get(history, params={"path": "same/a.md"}).json()["entries"] == before
