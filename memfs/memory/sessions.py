@@ -145,21 +145,32 @@ def _section(lines: list[str], title: str) -> str:
     return r.unquote(taken)
 
 
+def check_own(current: bytes | None, session_id: str, agent: str) -> Session:
+    """The open session ``session_id`` of ``agent`` (``current``: its file's bytes).
+    Raises InvalidInput (no such session, not one memfs can read, closed) or
+    PermissionDenied (another agent's)."""
+    if current is None:
+        raise InvalidInput(f"no session {session_id}: name one of your open sessions "
+                           "(session_start makes one)")
+    session = parse(f"{session_id}.md", current)
+    if session is None:
+        raise InvalidInput(f"session {session_id} is not a session file memfs can read")
+    if session.agent != agent:
+        raise PermissionDenied(f"session {session_id} belongs to {r.literal(session.agent)}; "
+                               "only its agent adds to it or claims tasks in it")
+    if session.state != "open":
+        raise InvalidInput(f"session {session_id} was handed off and is closed; start a new "
+                           "session")
+    return session
+
+
 def appended(current: bytes | None, session_id: str, agent: str, entry: Entry,
              *, close: bool = False) -> bytes:
     """The session file with ``entry`` added (and closed by a handoff). Raises
     NotFound, PermissionDenied (another agent's session), InvalidInput (closed)."""
     if current is None:
         raise NotFound(f"no session {session_id}")
-    session = parse(f"{session_id}.md", current)
-    if session is None:
-        raise InvalidInput(f"session {session_id} is not a session file memfs can read")
-    if session.agent != agent:
-        raise PermissionDenied(f"session {session_id} belongs to {r.literal(session.agent)}; "
-                               "only its agent adds to it")
-    if session.state != "open":
-        raise InvalidInput(f"session {session_id} was handed off and is closed; start a new "
-                           "session")
+    check_own(current, session_id, agent)
     text = current.decode("utf-8", "replace")
     if close:
         head, body = text.split("\n---\n", 1)
