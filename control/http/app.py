@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from control.http import files, op_routes
@@ -101,8 +101,9 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
                        "/v1/openapi.json)")
 
     async def not_allowed(request: Request, _: Exception) -> Response:
+        allowed = ", ".join(allowed_methods(routes, request.scope["path"]))
         return problem("method_not_allowed", f"{request.method} is not allowed on "
-                       f"{request.url.path}")
+                       f"{request.url.path} (allowed: {allowed})", headers={"Allow": allowed})
 
     async def http_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
@@ -122,7 +123,7 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
                              agents=dispatcher.engine.agents, public=no_header)]
     if metrics is not None:
         middleware.insert(0, Middleware(_Counting, metrics=metrics))
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/v1/openapi.json", openapi, methods=["GET"]),
         Route("/metrics", metrics_text, methods=["GET"]),
@@ -136,6 +137,16 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                      exception_handlers={404: not_found, 405: not_allowed,
                                          HTTPException: http_error})
+
+
+def allowed_methods(routes: list[BaseRoute], path: str) -> list[str]:
+    """Every method some route of ``path`` takes (RFC 9110 section 15.5.6: a 405 names
+    them all in Allow; several routes may share one path, a method each)."""
+    found: set[str] = set()
+    for route in routes:
+        if isinstance(route, Route) and route.methods and route.path_regex.match(path):
+            found |= route.methods
+    return sorted(found)
 
 
 @dataclass

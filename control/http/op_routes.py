@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from control import protocol as p
-from control.http.files import Api, preconditions, versioned
+from control.http.files import Api
 from control.http.problems import guarded, json_object, query
 from control.ops import registry
 from control.ops.registry import RESERVED_FIELDS, Adjust
@@ -35,7 +35,7 @@ class Operation:
     status: int = 200
     renames: dict[str, str] = field(default_factory=dict)  # REST name -> model field
     adjust: Adjust | None = None  # turns the gathered fields into the model's
-    if_match: bool = False  # If-Match becomes ``expect`` (a version-checked write)
+    conditional: bool = False  # If-Match / If-None-Match hold for the path's file
 
     @property
     def source(self) -> Literal["query", "body"]:
@@ -60,7 +60,7 @@ def operations() -> list[Operation]:
     """An endpoint per op that declares one (its `Rest`), in declaration order."""
     return [Operation(declared.rest.method, declared.rest.path, name, declared.summary,
                       declared.rest.status, dict(declared.rest.renames), declared.rest.adjust,
-                      declared.rest.if_match)
+                      declared.rest.conditional)
             for name, declared in registry.ops().items() if declared.rest is not None]
 
 
@@ -91,11 +91,8 @@ def routes(api: Api) -> list[Route]:
             else:
                 query(request, {})
                 fields = _gather(operation, request, await json_object(request, api.max_json))
-                if operation.if_match:
-                    expect = preconditions(request, bool(fields.get("force")))
-                    result = await versioned(api, request, operation.op, fields, expect)
-                else:
-                    result = await api.execute(request, operation.op, fields)
+                result = await api.execute(request, operation.op, fields,
+                                           conditional=operation.conditional)
             return JSONResponse(result, operation.status)
 
         return handle

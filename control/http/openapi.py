@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from control.http import preconditions
 from control.http.op_routes import Operation, operations
 from control.http.problems import STATUS
 from control.ops import registry
@@ -91,15 +92,28 @@ def _operation(operation: Operation) -> dict[str, Any]:
                                    "properties": {n: prop for n, (prop, _) in inputs.items()},
                                    "required": [n for n, (_, need) in inputs.items() if need],
                                }}}}
-    if operation.if_match:
-        spec["parameters"].append(_header("If-Match", 'the digest you read, quoted: 412 '
-                                          'if the file is not at that version'))
+    if operation.conditional:
+        spec["parameters"] += _conditions()
     return spec
 
 
 def _header(name: str, description: str) -> dict[str, Any]:
     return {"name": name, "in": "header", "required": False, "description": description,
-            "schema": {"type": "string"}}
+            "schema": {"type": "string", "pattern": preconditions.PATTERN}}
+
+
+def _conditions() -> list[dict[str, Any]]:
+    """If-Match and If-None-Match of a change (control/http/preconditions.py)."""
+    return [_header("If-Match", IF_MATCH), _header("If-None-Match", IF_NONE_MATCH)]
+
+
+IF_MATCH = ('"DIGEST" (the ETag you read; several, comma-separated: any of them) or *: '
+            "change the file only if it is at that version (*: if it exists), else 412. "
+            "Compared strongly: a weak tag (W/...) never matches. It is checked together "
+            "with your agent's own record of what it last read, which *, or a tag you did "
+            "not read, does not replace (force skips only that record)")
+IF_NONE_MATCH = ("*: change the file only if it does not exist (create only), else 412; "
+                 "or tags: only if it is at none of those versions (weak comparison)")
 
 
 def _query(name: str, op: str, field: str) -> dict[str, Any]:
@@ -111,9 +125,6 @@ def _file_operations() -> dict[str, dict[str, Any]]:
     json_result = {"application/json": {"schema": {"type": "object"}}}
     etag = {"ETag": {"description": "the blake3 digest, quoted", "schema": {"type": "string"}}}
     params = [_path_param("store"), _path_param("path")]
-    if_match = _header("If-Match", '"DIGEST": write only if the file is at that version '
-                       "(else 412); also checked against your own last read")
-    if_none = _header("If-None-Match", "*: create only (the file exists: 412)")
     force = _query("force", "write", "force")
 
     def ref(op: str) -> dict[str, Any]:
@@ -124,7 +135,8 @@ def _file_operations() -> dict[str, dict[str, Any]]:
         "get": {"summary": "The file's bytes; records the version as seen (like a read)",
                 "operationId": "read", **ref("read"),
                 "parameters": [*params, _query("at", "show", "rev"),
-                               _header("If-None-Match", "the ETag you have: 304")],
+                               _header("If-None-Match", "the ETag you have (or *): 304 "
+                                       "when the file is at that version")],
                 "responses": {"200": {"description": "the bytes", "content": raw,
                                       "headers": etag},
                               "304": {"description": "not modified"}, **_errors()}},
@@ -134,7 +146,7 @@ def _file_operations() -> dict[str, dict[str, Any]]:
                                **_errors()}},
         "put": {"summary": "Replace or create the file (version-checked)",
                 "operationId": "write", **ref("write"),
-                "parameters": [*params, force, if_match, if_none],
+                "parameters": [*params, force, *_conditions()],
                 "requestBody": {"required": True, "content": raw},
                 "responses": {"200": {"description": "replaced", "content": json_result,
                                       "headers": etag},
@@ -143,7 +155,7 @@ def _file_operations() -> dict[str, dict[str, Any]]:
                               **_errors(("412", "If-Match or If-None-Match failed"))}},
         "patch": {"summary": "Append to the file, or edit it with GNU sed (jailed)",
                   "operationId": "write_edit", **ref("write"),
-                  "parameters": [*params, if_match],
+                  "parameters": [*params, *_conditions()],
                   "requestBody": {"required": True, "content": {"application/json": {
                       "schema": {"type": "object", "additionalProperties": False,
                                  "properties": {"append": {"type": "string"},
@@ -155,7 +167,7 @@ def _file_operations() -> dict[str, dict[str, Any]]:
                   "responses": {"200": {"description": "written", "content": json_result},
                                 **_errors(("412", "If-Match failed"))}},
         "delete": {"summary": "Delete the file (version-checked)", "operationId": "delete",
-                   **ref("delete"), "parameters": [*params, force, if_match],
+                   **ref("delete"), "parameters": [*params, force, *_conditions()],
                    "responses": {"200": {"description": "deleted", "content": json_result},
                                  **_errors(("412", "If-Match failed"))}},
     }

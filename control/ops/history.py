@@ -152,9 +152,9 @@ def diff(call: Call, request: DiffRequest) -> dict[str, Any]:
 @operation(RestoreRequest, summary="Write a file back as it was at REV (version-checked; "
            "If-Match honoured)", access="write",
            rest=Rest("POST", f"{STORE}/restore", renames={"path": "file"}, adjust=store_path,
-                     if_match=True))
+                     conditional=True))
 def restore(call: Call, request: RestoreRequest) -> dict[str, Any]:
     path = call.path(request.path)
     committed = call.engine.restore(call.agent, path, request.rev, force=request.force,
-                                    expected=request.expect)
+                                    expected=request.expect, precondition=call.precondition)
     return committed_fields(committed)

@@ -156,12 +156,12 @@ def write(call: Call, request: WriteRequest) -> dict[str, Any]:
         jail, scripts, agent = call.jail(), request.sed, call.agent
         committed = call.engine.edit(
             agent, path, lambda data: jail.sed(scripts, data, caller=agent),
-            force=request.force, expected=request.expect,
+            force=request.force, expected=request.expect, precondition=call.precondition,
         )
     else:
         committed = call.engine.write(
             call.agent, path, request.data(), append=request.append, force=request.force,
-            expected=request.expect,
+            expected=request.expect, precondition=call.precondition,
         )
     return committed_fields(committed)
 
@@ -170,7 +170,7 @@ def write(call: Call, request: WriteRequest) -> dict[str, Any]:
 def delete(call: Call, request: DeleteRequest) -> dict[str, Any]:
     path = call.path(request.path)
     committed = call.engine.delete(call.agent, path, force=request.force,
-                                   expected=request.expect)
+                                   expected=request.expect, precondition=call.precondition)
     return {"path": str(path), "deleted": True, "commit": committed.commit}
 
 

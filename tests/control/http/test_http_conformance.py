@@ -80,3 +80,117 @@ def test_a_put_of_the_current_content_commits_nothing(alice: httpx.Client) -> No
                                                              "rev": "HEAD"})
     assert restored.status_code == 200 and restored.json()["unchanged"] is True
     assert alice.get(history, params={"path": "same/a.md"}).json()["entries"] == before
+
+
+# -- preconditions (RFC 9110 section 13) -------------------------------------------------
+
+
+def tag_of(response: httpx.Response) -> str:
+    return response.headers["etag"]
+
+
+def commits_of(client: httpx.Client, rel: str) -> int:
+    found = client.get("/v1/stores/notes/history", params={"path": rel, "n": 100})
+    return len(found.json()["entries"])
+
+
+def test_if_match_star_means_any_current_version(alice: httpx.Client, bob: httpx.Client,
+                                                 daemon: Daemon) -> None:
+    star = {"If-Match": "*"}
+    problem(alice.put(f"{F}/star/new/a.md", content=b"x", headers=star), 412, "conflict")
+    assert not backing(daemon, "notes/star").exists()  # nothing made, not even a folder
+    alice.put(f"{F}/star/a.md", content=b"one\n")
+    assert alice.put(f"{F}/star/a.md", content=b"two\n", headers=star).status_code == 200
+    # "*" is no licence to skip the agent's record: bob never read the file
+    problem(bob.put(f"{F}/star/a.md", content=b"bob\n", headers=star), 409, "conflict")
+    bob.get(f"{F}/star/a.md")
+    assert bob.put(f"{F}/star/a.md", content=b"bob\n", headers=star).status_code == 200
+    assert backing(daemon, "notes/star/a.md").read_bytes() == b"bob\n"
+
+
+def test_a_tag_that_does_not_match_is_412_never_400(alice: httpx.Client,
+                                                    daemon: Daemon) -> None:
+    current = tag_of(alice.put(f"{F}/tags/a.md", content=b"one\n"))
+    before = commits_of(alice, "tags/a.md")
+    for value in ('"0000"', f"W/{current}", '""', f'W/{current}, "abc"', ""):
+        problem(alice.put(f"{F}/tags/a.md", content=b"two\n", headers={"If-Match": value}),
+                412, "conflict")
+    assert backing(daemon, "notes/tags/a.md").read_bytes() == b"one\n"
+    assert commits_of(alice, "tags/a.md") == before
+    # a list with the current tag among others matches (strongly)
+    listed = alice.put(f"{F}/tags/a.md", content=b"two\n",
+                       headers={"If-Match": f'"0000", W/"x", {current}'})
+    assert listed.status_code == 200, listed.text
+
+
+def test_if_none_match_on_a_change(alice: httpx.Client, daemon: Daemon) -> None:
+    current = tag_of(alice.put(f"{F}/none/a.md", content=b"one\n"))
+    for value in (current, f"W/{current}", f'"other", {current}', "*"):  # weak comparison
+        problem(alice.put(f"{F}/none/a.md", content=b"two\n",
+                          headers={"If-None-Match": value}), 412, "conflict")
+    problem(alice.delete(f"{F}/none/a.md", headers={"If-None-Match": "*"}), 412, "conflict")
+    assert backing(daemon, "notes/none/a.md").read_bytes() == b"one\n"
+    other = alice.put(f"{F}/none/a.md", content=b"two\n", headers={"If-None-Match": '"x"'})
+    assert other.status_code == 200
+    # both headers: each must hold
+    both = {"If-Match": tag_of(other), "If-None-Match": '"x"'}
+    assert alice.put(f"{F}/none/a.md", content=b"three\n", headers=both).status_code == 200
+
+
+def test_force_skips_the_record_not_the_precondition(alice: httpx.Client, bob: httpx.Client,
+                                                     daemon: Daemon) -> None:
+    current = tag_of(alice.put(f"{F}/force/a.md", content=b"alice\n"))
+    forced = {"force": "true"}
+    problem(bob.put(f"{F}/force/a.md", params=forced, content=b"bob\n",
+                    headers={"If-Match": '"' + "0" * 64 + '"'}), 412, "conflict")
+    assert backing(daemon, "notes/force/a.md").read_bytes() == b"alice\n"
+    done = bob.put(f"{F}/force/a.md", params=forced, content=b"bob\n",
+                   headers={"If-Match": current})
+    assert done.status_code == 200, done.text
+
+
+def test_append_sed_delete_and_restore_take_preconditions(alice: httpx.Client,
+                                                          daemon: Daemon) -> None:
+    first = tag_of(alice.put(f"{F}/cond/a.md", content=b"a\n"))
+    wrong = {"If-Match": '"' + "0" * 64 + '"'}
+    problem(alice.patch(f"{F}/cond/a.md", json={"append": "b\n"}, headers=wrong),
+            412, "conflict")
+    appended = alice.patch(f"{F}/cond/a.md", json={"append": "b\n"},
+                           headers={"If-Match": first})
+    assert appended.status_code == 200, appended.text
+    problem(alice.patch(f"{F}/cond/a.md", json={"sed": "s/a/A/"}, headers={"If-Match": first}),
+            412, "conflict")
+    assert backing(daemon, "notes/cond/a.md").read_bytes() == b"a\nb\n"
+    alice.get(f"{F}/cond/a.md")
+    assert alice.delete(f"{F}/cond/a.md", headers={"If-Match": "*"}).status_code == 200
+    restore = {"path": "cond/a.md", "rev": "HEAD~1"}
+    # no file: If-Match fails (even for a restore, which may recreate one), * too
+    for value in (first, "*"):
+        problem(alice.post("/v1/stores/notes/restore", json=restore,
+                           headers={"If-Match": value}), 412, "conflict")
+    assert not backing(daemon, "notes/cond/a.md").exists()
+    made = alice.post("/v1/stores/notes/restore", json=restore, headers={"If-None-Match": "*"})
+    assert made.status_code == 200 and made.json()["created"] is True
+
+
+def test_get_and_head_if_none_match_compare_weakly(alice: httpx.Client) -> None:
+    current = tag_of(alice.put(f"{F}/cache/a.md", content=b"one\n"))
+    for value in (current, f"W/{current}", f'"x", {current}', "*"):
+        assert alice.get(f"{F}/cache/a.md", headers={"If-None-Match": value}).status_code == 304
+        assert alice.head(f"{F}/cache/a.md",
+                          headers={"If-None-Match": value}).status_code == 304
+    fresh = alice.get(f"{F}/cache/a.md", headers={"If-None-Match": '"0000"'})
+    assert fresh.status_code == 200 and fresh.content == b"one\n"
+    # the digest as a substring of something else is not its tag
+    bare = current.strip('"')
+    assert alice.get(f"{F}/cache/a.md",
+                     headers={"If-None-Match": f'"x{bare}"'}).status_code == 200
+    problem(alice.get(f"{F}/cache/a.md", headers={"If-None-Match": bare}), 400, "invalid")
+
+
+def test_405_names_every_allowed_method(alice: httpx.Client) -> None:
+    refused = problem(alice.post(f"{F}/x.md"), 405, "method_not_allowed")
+    assert refused["status"] == 405
+    allowed = alice.post(f"{F}/x.md").headers["allow"]
+    assert set(allowed.split(", ")) == {"GET", "HEAD", "PUT", "PATCH", "DELETE"}
+    assert alice.put("/v1/stores").headers["allow"] == "GET, HEAD"
