@@ -6,7 +6,7 @@ result dict, raising the engine's exceptions."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -19,8 +19,11 @@ from control.protocol.base import (
     BaseRequest,
     Encoding,
     Rev,
+    Time,
+    matching,
     wire_encoding,
 )
+from memfs.store import revs
 from memfs.store.errors import InvalidInput
 from memfs.store.pages import page_of_bytes
 
@@ -43,8 +46,8 @@ class LogRequest(BaseRequest):
     # STORE or STORE/PATH (a file or folder); None: every readable store with history
     path: str | None = Field(default=None, max_length=MAX_ARG_LEN)
     limit: int = Field(default=20, ge=1, le=10_000)
-    since: Rev | None = None  # a time: only changes at or after it
-    until: Rev | None = None  # a time: only changes at or before it
+    since: Time | None = None  # only changes at or after it
+    until: Time | None = None  # only changes at or before it
     # start at this revision instead of the newest (inclusive; needs a store or path):
     # paging, with the revision of the entry after the last one shown
     rev: Rev | None = None
@@ -71,7 +74,9 @@ class DiffRequest(BaseRequest):
 
     op: Literal["diff"]
     path: Arg
-    rev: str | None = Field(default=None, min_length=1, max_length=130)
+    rev: Annotated[str, Field(max_length=130), *matching(
+        revs.RANGE_PATTERN, "range", "use REV or REV..REV (a commit id, HEAD~N or a "
+        "time)")] | None = None
 
 
 class RestoreRequest(BaseRequest):

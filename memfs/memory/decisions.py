@@ -37,7 +37,8 @@ from memfs.memory import records as r
 from memfs.store.errors import InvalidInput, NotFound
 
 FOLDER = "decisions"
-DECISION_ID = re.compile(r"\d{4}-\d{2}-\d{2}-[a-z0-9][a-z0-9-]{0,60}")
+DECISION_ID_PATTERN = r"^\d{4}-\d{2}-\d{2}-[a-z0-9][a-z0-9-]{0,60}$"
+DECISION_ID = re.compile(DECISION_ID_PATTERN)
 SECTIONS = ("Decision", "Reason", "Context", "Consequences")
 
 

@@ -39,7 +39,8 @@ from memfs.memory import records as r
 from memfs.store.errors import InvalidInput, NotFound, PermissionDenied
 
 FOLDER = "sessions"
-SESSION_ID = re.compile(r"\d{4}-\d{2}-\d{2}-[A-Za-z0-9._-]{1,64}-[0-9a-f]{4}")
+SESSION_ID_PATTERN = r"^\d{4}-\d{2}-\d{2}-[A-Za-z0-9._-]{1,64}-[0-9a-f]{4}$"
+SESSION_ID = re.compile(SESSION_ID_PATTERN)
 _ENTRY = re.compile(
     r"^## (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{3})?Z) (checkpoint|handoff)$", re.M)
 

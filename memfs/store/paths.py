@@ -76,6 +76,36 @@ def check_component(name: str) -> str:
     return name
 
 
+@functools.cache
+def rel_path_pattern() -> str:
+    """A JSON Schema pattern (ECMA-262, read alike by Python's re) of the paths below a
+    store that `parse_path` takes: names of printable characters (the class is built
+    from `str.isprintable` itself), none empty, ``.`` or ``..``, joined by ``/``. It
+    counts characters where parse_path counts UTF-8 bytes: at most 63 a name (255
+    bytes) and 62 folders deep (MAX_DEPTH with the store); with a maxLength of
+    REL_PATH_CHARS (MAX_PATH_BYTES with the store), whatever it takes fits."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x110000):
+        if chr(code).isprintable():
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    printable = "".join(_in_class(low) if low == high else
+                        f"{_in_class(low)}-{_in_class(high)}" for low, high in ranges)
+    depth, name = MAX_DEPTH - 1, 63
+    return (rf"^(?!/)(?!.*//)(?!.*/$)(?!(?:.*/)?\.\.?(?:/|$))(?!.*[^/]{{{name + 1}}})"
+            rf"(?!(?:[^/]*/){{{depth}}})[{printable}]+$")
+
+
+REL_PATH_CHARS = (MAX_PATH_BYTES - 65) // 4  # with STORE/ (64 + 1 bytes), 4 bytes a character
+
+
+def _in_class(code: int) -> str:
+    char = chr(code)
+    return "\\" + char if char in "\\]^-[" else char
+
+
 def parse_path(raw: str, *, allow_store_only: bool = False, mount: str | None = None) -> MemPath:
     """Parse ``STORE/PATH`` (or ``/memory/STORE/PATH``) into a MemPath.
 
