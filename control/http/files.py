@@ -229,11 +229,18 @@ def routes(api: Api) -> list[Route]:
         fields = query(request, {"pattern": "pattern", "flag": "flags", "path": "paths",
                                  "arg": "args"},
                        repeated=frozenset({"flag", "path", "arg"}))
-        if ("pattern" in fields) == ("args" in fields):
+        # pattern (with flag and path) xor arg: the OpenAPI document says it (oneOf)
+        if "args" in fields:
+            if set(fields) != {"args"}:
+                raise p.ProtocolError("invalid", "arg parameters are a whole rg command "
+                                      "line: give no pattern, flag or path with them")
+            args = fields["args"]
+        elif "pattern" in fields:
+            args = [*fields.get("flags", []), "--regexp", fields["pattern"], "--",
+                    *fields.get("paths", [])]
+        else:
             raise p.ProtocolError("invalid", "give pattern (with optional flag and path "
                                   "parameters) or arg parameters (a whole rg command line)")
-        args = fields.get("args") or [*fields.get("flags", []), "--regexp",
-                                       fields["pattern"], "--", *fields.get("paths", [])]
         return JSONResponse(await api.execute(request, "search", {"args": args}))
 
     file_path = "/v1/stores/{store}/files/{path:path}"

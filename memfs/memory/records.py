@@ -180,7 +180,7 @@ def front_matter(fields: Mapping[str, object]) -> str:
             shown = "null"
         elif isinstance(value, str) and _PLAIN.fullmatch(value) and value.strip() == value \
                 and ": " not in value and not value.endswith(":") \
-                and value not in ("null", "true", "false"):
+                and value not in ("null", "true", "false") and not value.isdigit():
             shown = value
         else:
             shown = json.dumps(value, ensure_ascii=False)

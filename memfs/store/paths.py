@@ -82,20 +82,31 @@ def rel_path_pattern() -> str:
     store that `parse_path` takes: names of printable characters (the class is built
     from `str.isprintable` itself), none empty, ``.`` or ``..``, joined by ``/``. It
     counts characters where parse_path counts UTF-8 bytes: at most 63 a name (255
-    bytes) and 62 folders deep (MAX_DEPTH with the store); with a maxLength of
-    REL_PATH_CHARS (MAX_PATH_BYTES with the store), whatever it takes fits."""
+    bytes); with a maxLength of REL_PATH_CHARS (MAX_PATH_BYTES with the store), every
+    path it takes fits, if at most MAX_DEPTH - 1 names deep (which it does not say)."""
+    any_char, no_dot = printable_class("/"), printable_class("/.")
+    # a name: 1-63 characters, not "." or ".." (said without lookaheads, which test
+    # generators cannot follow, and with no bound around a bounded name, which regex
+    # engines unroll past their size limits: the depth is the description's)
+    name = (f"(?:[{no_dot}][{any_char}]{{0,62}}|\\.[{no_dot}][{any_char}]{{0,61}}"
+            f"|\\.\\.[{any_char}]{{1,61}})")
+    return rf"^{name}(?:/{name})*$"
+
+
+@functools.cache
+def printable_class(but: str = "") -> str:
+    """The inside of a regex class of exactly the characters `str.isprintable` takes
+    (what a name may hold) but those of ``but``, literally, for JSON Schema patterns
+    (as `rel_path_pattern`)."""
     ranges: list[tuple[int, int]] = []
     for code in range(0x110000):
-        if chr(code).isprintable():
+        if chr(code).isprintable() and chr(code) not in but:
             if ranges and ranges[-1][1] == code - 1:
                 ranges[-1] = (ranges[-1][0], code)
             else:
                 ranges.append((code, code))
-    printable = "".join(_in_class(low) if low == high else
-                        f"{_in_class(low)}-{_in_class(high)}" for low, high in ranges)
-    depth, name = MAX_DEPTH - 1, 63
-    return (rf"^(?!/)(?!.*//)(?!.*/$)(?!(?:.*/)?\.\.?(?:/|$))(?!.*[^/]{{{name + 1}}})"
-            rf"(?!(?:[^/]*/){{{depth}}})[{printable}]+$")
+    return "".join(_in_class(low) if low == high else
+                   f"{_in_class(low)}-{_in_class(high)}" for low, high in ranges)
 
 
 REL_PATH_CHARS = (MAX_PATH_BYTES - 65) // 4  # with STORE/ (64 + 1 bytes), 4 bytes a character

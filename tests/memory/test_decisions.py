@@ -92,3 +92,17 @@ def test_a_link_to_a_missing_successor_is_ignored_and_mended() -> None:
         assert "superseded_by: null" in path.read_text()
         newer = record(bob, "Never deploy on Fridays", supersedes=old)
         assert bob.call("decision_show", store="team", decision=old)["superseded_by"] == newer
+
+
+def test_titles_and_goals_that_look_like_numbers_stay_text(daemon: Daemon) -> None:
+    """A title "0" was written as a bare number in the front matter, read back as one,
+    and the record was unreadable: an internal error for the writer (found by
+    schemathesis)."""
+    with connect_as(UID_A, daemon.socket) as alice:
+        made = alice.call("decision_record", store="team", title="0", decision="0",
+                          reason="00")
+        assert made["title"] == "0"
+        shown = alice.call("decision_show", store="team", decision=made["id"])
+        assert (shown["title"], shown["decision"]) == ("0", "0")
+        session = alice.call("session_start", store="team", goal="42")
+        assert alice.call("session_show", store="team", session=session["id"])["goal"] == "42"
