@@ -17,6 +17,10 @@ What is configured, and why (every check stays on):
 * ``positive_data_acceptance`` also takes 412: a valid If-Match / If-None-Match names
   a version; positive data cannot know the current one, and a tag that does not match
   must be 412 (RFC 9110 section 13.1.1), so 412 is the correct answer to valid data.
+* the phases are examples, coverage and fuzzing (``--phases`` overrides): the
+  stateful phase chains calls by links schemathesis infers, and still finds requests
+  that the state of the memory refuses (a checkpoint to a session handed off, a claim
+  of a task done: 400), and sends ids its links got wrong.
 * ``positive_data_acceptance`` is off for two operations whose input is a program in a
   language of its own: ``GET /v1/search`` (``pattern``, a ripgrep regex; ``arg``, an rg
   command line) and ``PATCH .../files/{path}`` (``sed``, GNU sed scripts). Which strings
@@ -116,7 +120,8 @@ def main() -> int:
         config_file.write_text(st_config(names))
         command = [str(ST), "--no-color", "--config-file", str(config_file), "run",
                    f"{daemon.http_url}/v1/openapi.json",  # every check: the default
-                   "--mode", "positive", "--max-examples", str(args.max_examples),
+                   "--mode", "positive", "--phases", "examples,coverage,fuzzing",
+                   "--max-examples", str(args.max_examples),
                    "--max-time", str(args.max_time), "--workers", "1",
                    "--header", f"Authorization: Bearer {token}",
                    "--output-truncate", "true", "--report-dir", str(Path(work) / "report"),

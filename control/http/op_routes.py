@@ -20,9 +20,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from control import protocol as p
-from control.http.files import Api
-from control.http.problems import guarded, json_object, query
+from control.http.files import Api, agent_of
+from control.http.problems import Problem, guarded, json_object, query
 from control.ops import registry
+from control.ops.memory import MemoryRequest
 from control.ops.registry import RESERVED_FIELDS, Adjust
 
 
@@ -77,14 +78,28 @@ def _gather(operation: Operation, request: Request, given: dict[str, Any]) -> di
     return operation.adjust(fields) if operation.adjust else fields
 
 
+def _structured(api: Api, request: Request) -> None:
+    """The sessions, tasks, decisions and brief of a store that keeps none are no
+    resource: 404 (over the socket the same request is invalid: it names no URL)."""
+    name = str(request.path_params.get("store"))
+    spec = api.config.stores.get(name)
+    if spec is not None and not spec.structured:
+        api.dispatcher.engine.check_access(agent_of(request), name)  # 403 comes first
+        raise Problem("not_found", f"store {name} is not structured: it keeps no sessions, "
+                      "tasks or decisions")
+
+
 def routes(api: Api) -> list[Route]:
     """A route per operation of the table."""
 
     def endpoint(operation: Operation) -> Callable[[Request], Any]:
         allowed = {name: name for name in operation.inputs()}
+        memory = issubclass(registry.op(operation.op).request, MemoryRequest)
 
         @guarded
         async def handle(request: Request) -> Response:
+            if memory:
+                _structured(api, request)
             if operation.source == "query":
                 fields = _gather(operation, request, query(request, allowed))
                 result = await api.execute(request, operation.op, fields, lax=True)
