@@ -194,3 +194,14 @@ def test_405_names_every_allowed_method(alice: httpx.Client) -> None:
     allowed = alice.post(f"{F}/x.md").headers["allow"]
     assert set(allowed.split(", ")) == {"GET", "HEAD", "PUT", "PATCH", "DELETE"}
     assert alice.put("/v1/stores").headers["allow"] == "GET, HEAD"
+
+
+def test_memory_endpoints_of_a_store_that_keeps_none_are_404(alice: httpx.Client,
+                                                              carol: httpx.Client) -> None:
+    for url in ("/v1/stores/notes/tasks", "/v1/stores/notes/brief",
+                "/v1/stores/notes/sessions/2026-11-30-alice-a91f"):
+        assert "not structured" in problem(alice.get(url), 404, "not_found")["detail"]
+    problem(alice.post("/v1/stores/notes/tasks", json={"task": "t", "title": "T"}), 404,
+            "not_found")
+    problem(alice.get("/v1/stores/secret/tasks"), 403, "permission_denied")  # not hers
+    assert alice.get("/v1/stores/team/tasks").status_code == 200
