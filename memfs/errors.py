@@ -64,6 +64,10 @@ ERRORS: dict[str, ErrorKind] = {kind.code: kind for kind in (
     ErrorKind("lease_lost", "daemon", status=409, title="Lease lost", exit_code=EXIT_CONFLICT,
               for_model="LEASE LOST: {message}. Stop working on this task; task_list shows "
                         "who holds it now."),
+    # the record is closed to this operation: a session already handed off, a task
+    # already done, a decision already superseded (nothing was changed)
+    ErrorKind("closed", "daemon", status=409, title="Closed", exit_code=EXIT_CONFLICT,
+              for_model="CLOSED: {message}. Nothing was changed."),
     ErrorKind("permission_denied", "daemon", status=403, title="Permission denied",
               exit_code=EXIT_DENIED,
               for_model="Permission denied: {message}. Your stores and their access are "

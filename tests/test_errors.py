@@ -35,9 +35,10 @@ from jail.errors import (
 )
 from memfs import cli
 from memfs.errors import ERRORS, EXIT_ERROR, MemfsError
-from memfs.memory.errors import AlreadyExists, LeaseHeld, LeaseLost
+from memfs.memory.errors import AlreadyExists, Closed, LeaseHeld, LeaseLost
 from memfs.store.errors import (
     AgentRequired,
+    ConditionFailed,
     Conflict,
     InvalidInput,
     LastWrite,
@@ -94,7 +95,7 @@ README_EXIT = _readme_exit_codes()
 
 def test_readme_names_what_these_tests_read() -> None:
     """Guards the parsing above: each list README gives was found, and whole."""
-    assert PROTOCOL_CODES[0] == "conflict" and len(PROTOCOL_CODES) == 11
+    assert PROTOCOL_CODES[0] == "conflict" and len(PROTOCOL_CODES) == 12
     assert HTTP_STATUS["conflict"] == HTTP_STATUS["lease_lost"] == 409
     assert HTTP_STATUS["unauthenticated"] == 401 and HTTP_STATUS["internal"] == 500
     assert README_EXIT["lease_held"] == 3 and README_EXIT["no_space"] == 6
@@ -144,9 +145,12 @@ RAISED: list[tuple[BaseException, str | None]] = [
     (NotFound("no such file"), "not_found"),
     (NoSpace("the disk is full"), "no_space"),
     (Conflict("notes/a.md", "ab" * 32, "cd" * 32, LAST, "alice"), "conflict"),
+    # a failed If-Match / If-None-Match: a conflict, which HTTP answers 412
+    (ConditionFailed("notes/a.md", "ab" * 32, "cd" * 32, LAST, "alice"), "conflict"),
     (LeaseHeld("t1", "bob", "2026-01-01T00:00:00Z"), "lease_held"),
     (LeaseLost("t1", "lost it", "bob"), "lease_lost"),
     (AlreadyExists("task t1 exists"), "conflict"),  # a taken name, as a file created first
+    (Closed("task t1 is done"), "closed"),  # "3 conflict (also ... `closed`)"
     (HistoryError("the repository is corrupt"), None),  # rebuilt at start: internal
     (HistoryFull("no space for history"), "no_space"),
     (JailError("the launcher died"), None),

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
         size: int
         created: bool
         previous_digest: str | None  # the version it replaced (None: created)
-        commit: str | None  # its history commit (None: the store keeps no history)
+        commit: str | None  # its history commit (None: no history, or unchanged)
+        unchanged: bool  # the file held exactly this already: nothing was committed
 
     class FileVersion(TypedDict):
         """A version of a file as a read or a stat returns it."""
@@ -105,6 +106,13 @@ class LeaseLostError(MemfsClientError):
     released or completed)."""
 
     code = "lease_lost"
+
+
+class ClosedError(MemfsClientError):
+    """The record no longer takes this operation: a session handed off, a task done, a
+    decision superseded; nothing was changed."""
+
+    code = "closed"
 
 
 class PermissionDeniedError(MemfsClientError):

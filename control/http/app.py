@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from control.http import files, op_routes
@@ -39,6 +39,7 @@ from control.http.openapi import document
 from control.http.origins import OriginCheck
 from control.http.problems import problem
 from control.http.server import HttpLimits, HttpServer
+from control.http.web.app import Hardened
 from control.http.web.app import build as build_web
 from control.http.web.live import CommitFeed
 from control.ops.dispatcher import Dispatcher
@@ -103,8 +104,9 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
                        "/v1/openapi.json)")
 
     async def not_allowed(request: Request, _: Exception) -> Response:
+        allowed = ", ".join(allowed_methods(routes, request.scope["path"]))
         return problem("method_not_allowed", f"{request.method} is not allowed on "
-                       f"{request.url.path}")
+                       f"{request.url.path} (allowed: {allowed})", headers={"Allow": allowed})
 
     async def http_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
@@ -127,19 +129,30 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
                              agents=dispatcher.engine.agents, public=no_header)]
     if metrics is not None:
         middleware.insert(0, Middleware(_Counting, metrics=metrics))
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/v1/openapi.json", openapi, methods=["GET"]),
         Route("/metrics", metrics_text, methods=["GET"]),
         Route(MCP, mcp),
         *files.routes(api),
         *op_routes.routes(api),
-        Route(WEB, lambda _: RedirectResponse(f"{WEB}/", 308), methods=["GET", "HEAD"]),
+        # the web view's own address without its slash: a web answer, so hardened too
+        Route(WEB, Hardened(RedirectResponse(f"{WEB}/", 308)), methods=["GET", "HEAD"]),
         Mount(WEB, build_web(dispatcher, feed)),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                      exception_handlers={404: not_found, 405: not_allowed,
                                          HTTPException: http_error})
+
+
+def allowed_methods(routes: list[BaseRoute], path: str) -> list[str]:
+    """Every method some route of ``path`` takes (RFC 9110 section 15.5.6: a 405 names
+    them all in Allow; several routes may share one path, a method each)."""
+    found: set[str] = set()
+    for route in routes:
+        if isinstance(route, Route) and route.methods and route.path_regex.match(path):
+            found |= route.methods
+    return sorted(found)
 
 
 @dataclass

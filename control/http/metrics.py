@@ -43,6 +43,7 @@ from control.ops.dispatcher import Dispatcher, describe
 from control.protocol.base import BaseRequest
 from control.socket.server import ControlServer
 from memfs.fuse import stats as fuse_stats
+from memfs.store.engine import Precondition
 from memfs.store.mirror import STATES, Mirrors, shown
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -227,10 +228,12 @@ class MeasuredDispatcher(Dispatcher):
         self.engine.commit_listeners.append(metrics.change_landed)
 
     def execute(self, agent: str, request: BaseRequest, *, delegate: bool = False,
-                uid: int | None = None) -> dict[str, Any]:
+                uid: int | None = None, precondition: Precondition | None = None
+                ) -> dict[str, Any]:
         start = time.perf_counter()
         try:
-            result = super().execute(agent, request, delegate=delegate, uid=uid)
+            result = super().execute(agent, request, delegate=delegate, uid=uid,
+                                     precondition=precondition)
         except Exception as error:
             described = describe(error)
             outcome = "internal" if described is None else described[0]

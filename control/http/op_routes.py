@@ -20,9 +20,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from control import protocol as p
-from control.http.files import Api, preconditions, versioned
-from control.http.problems import guarded, json_object, query
+from control.http.files import Api, agent_of
+from control.http.problems import Problem, guarded, json_object, query
 from control.ops import registry
+from control.ops.memory import MemoryRequest
 from control.ops.registry import RESERVED_FIELDS, Adjust
 
 
@@ -35,7 +36,7 @@ class Operation:
     status: int = 200
     renames: dict[str, str] = field(default_factory=dict)  # REST name -> model field
     adjust: Adjust | None = None  # turns the gathered fields into the model's
-    if_match: bool = False  # If-Match becomes ``expect`` (a version-checked write)
+    conditional: bool = False  # If-Match / If-None-Match hold for the path's file
 
     @property
     def source(self) -> Literal["query", "body"]:
@@ -60,7 +61,7 @@ def operations() -> list[Operation]:
     """An endpoint per op that declares one (its `Rest`), in declaration order."""
     return [Operation(declared.rest.method, declared.rest.path, name, declared.summary,
                       declared.rest.status, dict(declared.rest.renames), declared.rest.adjust,
-                      declared.rest.if_match)
+                      declared.rest.conditional)
             for name, declared in registry.ops().items() if declared.rest is not None]
 
 
@@ -77,25 +78,36 @@ def _gather(operation: Operation, request: Request, given: dict[str, Any]) -> di
     return operation.adjust(fields) if operation.adjust else fields
 
 
+def _structured(api: Api, request: Request) -> None:
+    """The sessions, tasks, decisions and brief of a store that keeps none are no
+    resource: 404 (over the socket the same request is invalid: it names no URL)."""
+    name = str(request.path_params.get("store"))
+    spec = api.config.stores.get(name)
+    if spec is not None and not spec.structured:
+        api.dispatcher.engine.check_access(agent_of(request), name)  # 403 comes first
+        raise Problem("not_found", f"store {name} is not structured: it keeps no sessions, "
+                      "tasks or decisions")
+
+
 def routes(api: Api) -> list[Route]:
     """A route per operation of the table."""
 
     def endpoint(operation: Operation) -> Callable[[Request], Any]:
         allowed = {name: name for name in operation.inputs()}
+        memory = issubclass(registry.op(operation.op).request, MemoryRequest)
 
         @guarded
         async def handle(request: Request) -> Response:
+            if memory:
+                _structured(api, request)
             if operation.source == "query":
                 fields = _gather(operation, request, query(request, allowed))
                 result = await api.execute(request, operation.op, fields, lax=True)
             else:
                 query(request, {})
                 fields = _gather(operation, request, await json_object(request, api.max_json))
-                if operation.if_match:
-                    expect = preconditions(request, bool(fields.get("force")))
-                    result = await versioned(api, request, operation.op, fields, expect)
-                else:
-                    result = await api.execute(request, operation.op, fields)
+                result = await api.execute(request, operation.op, fields,
+                                           conditional=operation.conditional)
             return JSONResponse(result, operation.status)
 
         return handle

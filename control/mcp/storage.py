@@ -350,7 +350,9 @@ class StorageTools:
                                idempotent=False)
         size = result["size"]
         shown = literal(result["path"])
-        if append:
+        if result.get("unchanged"):
+            text = f"{shown} already held exactly this ({size} bytes): nothing was changed."
+        elif append:
             text = f"Appended {len(content.encode())} bytes to {shown} (now {size} bytes)."
         elif result.get("created"):
             text = f"Created {shown} ({size} bytes)."
@@ -398,7 +400,8 @@ class StorageTools:
             data = read_local(confine(src, self.local_dir))
             result = self.conn.run(lambda c: c.write(path, data, force=force),
                                    idempotent=False)
-            verb = "created" if result.get("created") else "replaced"
+            verb = "unchanged" if result.get("unchanged") else \
+                "created" if result.get("created") else "replaced"
             return ToolOutcome(f"Uploaded {literal(src)} to {literal(result['path'])} "
                                f"({result['size']} bytes, {verb}).", meta=commit_meta(result))
 

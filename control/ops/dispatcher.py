@@ -24,7 +24,7 @@ from jail.errors import JailError
 from memfs.errors import MemfsError
 from memfs.memory.errors import LeaseHeld, LeaseLost
 from memfs.memory.model import Memory
-from memfs.store.engine import Engine
+from memfs.store.engine import Engine, Precondition
 from memfs.store.errors import (
     ABSENT,
     AgentRequired,
@@ -104,10 +104,13 @@ class Dispatcher:
         return self.tokens
 
     def execute(self, agent: str, request: BaseRequest, *, delegate: bool = False,
-                uid: int | None = None) -> dict[str, Any]:
+                uid: int | None = None, precondition: Precondition | None = None
+                ) -> dict[str, Any]:
         """Carry out ``request`` for ``agent`` (already identified by the transport;
         ``delegate``: the caller is a delegate uid; ``uid``: the caller's, where the
-        transport knows it); returns the result, raises the engine's, the memory
+        transport knows it; ``precondition``: the caller's condition on the current
+        version of the file a write, delete or restore changes, see
+        `Engine.write`); returns the result, raises the engine's, the memory
         model's and the jail's exceptions (see `describe`); a refusal for a full disk
         is also logged (a warning, at most every 10 s)."""
         declared = registry.op(request.op)
@@ -116,18 +119,20 @@ class Dispatcher:
                 self._check_operator(uid)
             else:
                 self.engine.use_agent(agent)
-            return declared.handler(Call(agent, uid, delegate, self.parts), request)
+            return declared.handler(Call(agent, uid, delegate, self.parts, precondition),
+                                    request)
         except NoSpace as error:
             self._disk_full.log("refused %s by %s: %s", request.op, agent, error)
             raise
 
-    def run(self, agent: str, op: str, fields: Mapping[str, Any], *, lax: bool = False
-            ) -> dict[str, Any]:
+    def run(self, agent: str, op: str, fields: Mapping[str, Any], *, lax: bool = False,
+            precondition: Precondition | None = None) -> dict[str, Any]:
         """`execute` the request of ``op`` built from ``fields`` (``lax``: text such as
         query parameters converted), for ``agent``, never as a delegate: how the
         in-process transports (HTTP, MCP over HTTP, the web view) call an op. Raises
         ProtocolError for bad fields, and what `execute` raises."""
-        return self.execute(agent, registry.build_request(op, fields, lax=lax))
+        return self.execute(agent, registry.build_request(op, fields, lax=lax),
+                            precondition=precondition)
 
     def _check_operator(self, uid: int | None) -> None:
         """Operator ops: a delegate uid's, in personal mode the owner's; raises

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from control.ops.registry import Call, Rest, Tool, operation
-from control.protocol.base import BaseRequest
+from control.protocol.base import BaseRequest, StoreName
 from memfs.memory.records import escaped, literal
 from memfs.recall.text import MAX_QUERY_CHARS
 from memfs.store.errors import NotFound
@@ -26,7 +26,7 @@ class RecallRequest(BaseRequest):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description=(
         "What you are looking for, in your own words, e.g. \"retry queue stuck\" or "
         "\"did we decide where to rate-limit API keys?\"."))
-    store: str | None = Field(default=None, max_length=64, description=(
+    store: StoreName | None = Field(default=None, description=(
         "Only this store (omit: every store you may read)."))
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT, description=(
         "How many files per page (default 10)."))
@@ -39,7 +39,7 @@ class ReindexRequest(BaseRequest):
     from its files."""
 
     op: Literal["reindex"]
-    store: str | None = Field(default=None, max_length=64)
+    store: StoreName | None = None
 
 
 RECALL_DESCRIPTION = """\

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from jail import Jail
     from memfs.memory.model import Memory
     from memfs.recall import Recall
-    from memfs.store.engine import Engine
+    from memfs.store.engine import Engine, Precondition
     from memfs.store.mirror import Mirrors
     from memfs.tokens import Tokens
 
@@ -64,7 +64,7 @@ class Rest:
     status: int = 200
     renames: Mapping[str, str] = field(default_factory=dict)  # REST name -> model field
     adjust: Adjust | None = None  # turns the gathered fields into the model's
-    if_match: bool = False  # If-Match becomes ``expect`` (a version-checked write)
+    conditional: bool = False  # If-Match / If-None-Match hold for the path's file
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,9 @@ class Call:
     uid: int | None  # the caller's uid, when a transport knows it (the socket does)
     delegate: bool  # the caller is a delegate uid (may force another agent's lease)
     parts: Parts
+    # the caller's own condition on the file's current version (HTTP's If-Match /
+    # If-None-Match), for the ops that change one file: in process only, never on a line
+    precondition: Precondition | None = None
 
     @property
     def engine(self) -> Engine:

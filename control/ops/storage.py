@@ -25,6 +25,7 @@ from memfs.store.errors import InvalidInput
 from memfs.store.paths import MemPath
 
 if TYPE_CHECKING:
+    from memfs.store.engine import Committed
     from memfs.store.versions import Pinned
 
 
@@ -154,23 +155,21 @@ def write(call: Call, request: WriteRequest) -> dict[str, Any]:
         jail, scripts, agent = call.jail(), request.sed, call.agent
         committed = call.engine.edit(
             agent, path, lambda data: jail.sed(scripts, data, caller=agent),
-            force=request.force, expected=request.expect,
+            force=request.force, expected=request.expect, precondition=call.precondition,
         )
     else:
         committed = call.engine.write(
             call.agent, path, request.data(), append=request.append, force=request.force,
-            expected=request.expect,
+            expected=request.expect, precondition=call.precondition,
         )
-    return {"path": str(committed.path), "digest": committed.digest,
-            "size": committed.size, "created": committed.created,
-            "previous_digest": committed.previous, "commit": committed.commit}
+    return committed_fields(committed)
 
 
 @operation(DeleteRequest, summary="Delete a file (version-checked)", access="write")
 def delete(call: Call, request: DeleteRequest) -> dict[str, Any]:
     path = call.path(request.path)
     committed = call.engine.delete(call.agent, path, force=request.force,
-                                   expected=request.expect)
+                                   expected=request.expect, precondition=call.precondition)
     return {"path": str(path), "deleted": True, "commit": committed.commit}
 
 
@@ -193,6 +192,16 @@ def search(call: Call, request: SearchRequest) -> dict[str, Any]:
         "truncated": outcome.truncated,
         "stderr": outcome.stderr,
     }
+
+
+def committed_fields(committed: Committed) -> dict[str, Any]:
+    """The reply of a write, edit or restore: the new version, the one it replaced
+    (None: created), its commit, and ``unchanged`` (the file already held exactly
+    this: nothing was committed)."""
+    return {"path": str(committed.path), "digest": committed.digest,
+            "size": committed.size, "created": committed.created,
+            "previous_digest": committed.previous, "commit": committed.commit,
+            "unchanged": committed.unchanged}
 
 
 def content_fields(encoding: str, data: bytes) -> dict[str, Any]:

@@ -105,6 +105,7 @@ def _shown(key: str, value: object) -> str:
 
 
 def _committed(args: argparse.Namespace, result: Committed, verb: str) -> int:
+    verb = "unchanged" if result.get("unchanged") else verb  # it held this already
     _out(args, result, f"{verb} {result['path']} ({result['size']} bytes, {result['digest'][:16]})")
     return EXIT_OK
 

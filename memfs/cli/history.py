@@ -77,7 +77,8 @@ def cmd_restore(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result)
     else:
-        what = "recreated" if result["created"] else "restored"
+        what = "unchanged" if result.get("unchanged") else \
+            "recreated" if result["created"] else "restored"
         print(f"{what} {result['path']} as of {args.rev} ({result['size']} bytes, "
               f"{result['digest'][:16]})")
     return 0

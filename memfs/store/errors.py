@@ -137,3 +137,14 @@ class Conflict(MemfsError):
             else:
                 what += f" (last written by {last.agent} at {stamp})"
         return what + "; read it again, then retry (or force to overwrite on purpose)"
+
+
+class ConditionFailed(Conflict):
+    """The caller's own condition on the file's current version (HTTP's If-Match or
+    If-None-Match) does not hold: nothing was changed. A conflict (its code and
+    details), which HTTP answers 412."""
+
+    def describe(self) -> str:
+        now = f"at version {self.current}" if self.current else "absent"
+        return (f"{self.path} is {now}, which your request's If-Match / If-None-Match "
+                "excludes; nothing was changed")

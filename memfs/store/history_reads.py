@@ -125,6 +125,8 @@ class HistoryReads:
                       history: StoreHistory) -> tuple[bytes | None, str]:
         seen = self._seen.get(agent, path)
         if seen is None:
+            if self._current_bytes(path) is None:  # nothing there, and nothing seen
+                raise NotFound(f"{path} does not exist and you have not read it")
             raise InvalidInput(f"you have not read {path}: name a revision to compare with "
                                "(memfs log shows them)")
         if seen == ABSENT:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from control.client import InvalidError, MemfsClientError, NotFoundError, PermissionDeniedError
+from control.client import (
+    ClosedError,
+    InvalidError,
+    MemfsClientError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from tests.memory.conftest import UID_D
 from tests.store.history.gitcheck import commits
 from tests.support import UID_A, UID_B, UID_C, Daemon, connect_as, memfs_as
@@ -29,7 +35,7 @@ def test_a_session_from_start_to_handoff(daemon: Daemon, root: Path) -> None:
         assert shown["entries"][1]["note"] == "two\nlines"
         listed = bob.call("session_list", store="team", agent="bob")["sessions"]
         assert listed[0]["id"] == sid and listed[0]["next"] == "write tests for OAuth"
-        with pytest.raises(InvalidError):  # closed
+        with pytest.raises(ClosedError):  # handed off
             bob.call("session_checkpoint", store="team", session=sid, note="late")
     text = (root / "stores" / "team" / "sessions" / f"{sid}.md").read_text()
     assert text.startswith("---\nagent: bob\n") and "state: closed" in text

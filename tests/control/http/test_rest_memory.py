@@ -79,7 +79,7 @@ def test_sessions(alice: httpx.Client, bob: httpx.Client, carol: httpx.Client) -
             "invalid")
     problem(alice.get(f"{T}/sessions/2020-01-01-alice-abcd"), 404, "not_found")
     problem(alice.get(f"{T}/sessions/not-an-id"), 400, "invalid")
-    problem(alice.post("/v1/stores/notes/sessions", json={}), 400, "invalid")  # unstructured
+    problem(alice.post("/v1/stores/notes/sessions", json={}), 404, "not_found")  # none
 
 
 def test_brief(alice: httpx.Client) -> None:

@@ -45,7 +45,8 @@ def test_every_documented_op_is_declared_once_with_its_own_model() -> None:
 
 def test_the_codec_decodes_every_op_and_refuses_others() -> None:
     for name in registry.ops():
-        fields = {"task": "t", "session": "s", "decision": "d", "path": "notes/a",
+        fields = {"task": "t", "session": "2026-11-30-alice-a91f",
+                  "decision": "2026-11-30-use-sqlite", "path": "notes/a",
                   "rev": "HEAD", "args": ["x"], "content": "c", "note": "n", "summary": "s",
                   "next": "n", "title": "t", "reason": "r", "agent": "a", "token": "t",
                   "query": "q"}
