@@ -6,8 +6,9 @@ Store ``notes`` keeps history, store ``fast`` does not. The baseline is the bare
 durable write: temp file + fsync + rename + fsync of the directory, in this process,
 into a directory beside the daemon's root. Rows:
 
-* one 4 KiB replace over the socket, history off and on, vs the bare write, called in
-  turn (p50 of each, and the daemon's CPU per replace from its cgroup);
+* one 4 KiB replace over the socket, history off and on (random bytes: base64 on the
+  wire), and history off of 4 KiB of text, vs the bare write, called in turn (p50 of
+  each, and the daemon's CPU per replace from its cgroup);
 * writes/s with 1 and 32 clients on distinct files vs the bare loop with 1 and 32
   threads, in alternating rounds (median of the rounds);
 * 64 clients mixed (40% read, 20% stat, 20% replace own, 15% append shared, 5% list),
@@ -41,7 +42,8 @@ from benchlib import MachineLoad, ProcessCpu, ThreadCpu, in_turn_split, percenti
 from control.client import Client
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
 
-PAYLOAD = os.urandom(4096)
+PAYLOAD = os.urandom(4096)  # binary: travels in base64
+TEXT = (b"- 2026-12-01 checkout latency back to normal after the pool resize\n" * 64)[:4096]
 THREADS_PER_PROCESS = 8
 STORES = {"off": "fast", "on": "notes"}  # history -> store
 
@@ -76,13 +78,15 @@ def bench_replace(daemon: Daemon, meter: ProcessCpu, base: Path, n: int) -> None
     with connect_as(UID_A, daemon.socket) as client:
         for store in STORES.values():
             client.write(f"{store}/bench/replace.bin", PAYLOAD, force=True)
+        client.write("fast/bench/replace.md", TEXT, force=True)
         calls: list[Callable[[], object]] = [
             lambda: client.write("fast/bench/replace.bin", PAYLOAD),
             lambda: client.write("notes/bench/replace.bin", PAYLOAD),
-            lambda: bare_durable_write(bare_dir, "replace.bin", PAYLOAD)]
-        seconds, cpu, split = in_turn_split(n, calls, [meter, meter, ThreadCpu()])
-    off, on, bare = (statistics.median(s) for s in seconds)
-    cpu_off, cpu_on, cpu_bare = (statistics.median(c) * 1e6 for c in cpu)
+            lambda: bare_durable_write(bare_dir, "replace.bin", PAYLOAD),
+            lambda: client.write("fast/bench/replace.md", TEXT)]
+        seconds, cpu, split = in_turn_split(n, calls, [meter, meter, ThreadCpu(), meter])
+    off, on, bare, text = (statistics.median(s) for s in seconds)
+    cpu_off, cpu_on, cpu_bare, cpu_text = (statistics.median(c) * 1e6 for c in cpu)
     (user_off, sys_off), (user_on, sys_on) = (
         (user * 1e6, system * 1e6) for user, system in split[:2])
     print(f"4 KiB replace via socket, {n} each in turn (p50; CPU: the daemon's, median, "
@@ -94,6 +98,8 @@ def bench_replace(daemon: Daemon, meter: ProcessCpu, base: Path, n: int) -> None
           f"bare write's + {cpu_off - cpu_bare:.0f} us")
     print(f"  history on:  {ms(on)}, ratio {on / bare:.2f} (goal <= 2.0); daemon CPU "
           f"{cpu_on:.0f} us ({user_on:.0f} + {sys_on:.0f}); on / off {on / off:.2f}")
+    print(f"  history off, 4 KiB of text (sent as text, not base64): {ms(text)}, ratio "
+          f"{text / bare:.2f}; daemon CPU {cpu_text:.0f} us")
 
 
 # -- writes/s -------------------------------------------------------------------------
