@@ -165,6 +165,25 @@ _BY_CODE: dict[str, type[MemfsClientError]] = {
     cls.code: cls for cls in MemfsClientError.__subclasses__()}
 
 
+def request_content(data: bytes) -> dict[str, str]:
+    """How a write's bytes travel: as text (``content``) when they are UTF-8 whose JSON
+    string is no longer than their base64, else as base64 (``content_b64``). Either way
+    the daemon gets the very bytes back; text spares both sides the base64 (in the
+    daemon ~19% of the instructions of a 4 KiB replace), and the length rule keeps a
+    file of control characters (6 bytes each, escaped) within the line limit, which
+    counts on base64."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None:
+        # UTF-8 bytes of the JSON string: escaping touches only ASCII characters
+        size = jsonlite.string_length(text) + len(data) - len(text)
+        if size <= (len(data) + 2) // 3 * 4 + 2:
+            return {"content": text}
+    return {"content_b64": binascii.b2a_base64(data, newline=False).decode("ascii")}
+
+
 def encode_request(op: str, request_id: int, as_agent: str | None, **fields: Any) -> bytes:
     """One request line, the JSON form of control.protocol's models."""
     request = {"op": op, "id": request_id, **fields}
@@ -354,10 +373,7 @@ class Client:
 
     def write(self, path: str, content: bytes | str, *, append: bool = False,
               force: bool = False) -> Committed:
-        data: dict[str, Any] = (
-            {"content": content} if isinstance(content, str)
-            else {"content_b64": binascii.b2a_base64(content, newline=False).decode("ascii")}
-        )
+        data = {"content": content} if isinstance(content, str) else request_content(content)
         try:
             return self._write(path, data, append=append, force=force)
         except TooLargeError as error:

@@ -155,9 +155,13 @@ class Dispatcher:
             # personal mode, naming the agent is who one is, not delegation.)
             via = uid if config.personal is None and request.as_agent is not None and \
                 config.agent_for_uid(uid) != agent else None
-            with delegated(via):
+            if via is None:
                 result = self.execute(agent, request, delegate=config.is_delegate(uid),
                                       uid=uid)
+            else:
+                with delegated(via):
+                    result = self.execute(agent, request, delegate=config.is_delegate(uid),
+                                          uid=uid)
             return p.encode_ok(request.id, result)
         except Exception as error:
             described = describe(error)

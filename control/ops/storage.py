@@ -83,8 +83,8 @@ class WriteRequest(BaseRequest):
             except UnicodeEncodeError:  # decode_request refuses these; kept for safety
                 raise ProtocolError("invalid", "content is not valid Unicode text",
                                     self.id) from None
-        try:
-            return base64.b64decode(self.content_b64 or "", validate=True)
+        try:  # strict: only the alphabet and correct padding (checked in C, no regex)
+            return binascii.a2b_base64(self.content_b64 or "", strict_mode=True)
         except (binascii.Error, ValueError):
             raise ProtocolError("invalid", "content_b64 is not valid base64", self.id) from None
 

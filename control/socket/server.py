@@ -47,6 +47,10 @@ from control.ratelimit import RateLimitedLog
 log = logging.getLogger("memfs.control")
 
 READ_CHUNK = 256 * 1024
+# A read that starts a new line goes into a buffer of this size that the connection
+# keeps: most requests fit, and a recv() of READ_CHUNK would allocate (and fault in)
+# 256 KiB for each of them (~15 us a request). Longer lines go on with READ_CHUNK.
+FIRST_READ = 16 * 1024
 # Requests carried out at once, by all connections together (as trio's default thread
 # limiter did before connections got threads of their own): a bound on the memory and
 # disk work that clients can start together.
@@ -269,19 +273,30 @@ class ControlServer:
         scanned = 0  # buffer[:scanned] holds no newline
         held = 0  # this connection's share of self.buffered
         discarding = False  # inside a refused line: drop bytes up to its newline
+        first = memoryview(bytearray(FIRST_READ))
         try:
             while True:
-                room = READ_CHUNK if discarding else min(READ_CHUNK, max_line + 1 - len(buffer))
-                chunk = conn.recv(room)
-                if not chunk:
-                    return
                 if discarding:
-                    newline = chunk.find(b"\n")
+                    dropped = conn.recv(READ_CHUNK)
+                    if not dropped:
+                        return
+                    newline = dropped.find(b"\n")
                     if newline < 0:
                         continue
-                    chunk = chunk[newline + 1 :]
+                    buffer += dropped[newline + 1 :]
                     discarding = False
-                buffer += chunk
+                else:
+                    room = min(READ_CHUNK, max_line + 1 - len(buffer))
+                    if buffer:
+                        chunk = conn.recv(room)
+                        if not chunk:
+                            return
+                        buffer += chunk
+                    else:
+                        got = conn.recv_into(first, min(FIRST_READ, room))
+                        if not got:
+                            return
+                        buffer += first[:got]
                 start = 0
                 while (newline := buffer.find(b"\n", scanned)) >= 0:
                     with memoryview(buffer) as view:

@@ -146,7 +146,9 @@ def walk_parent(store_fd: int, parts: tuple[str, ...], *, create: bool) -> int:
     made durable by syncing its parent. Raises FileNotFoundError when a directory is
     missing and not ``create``; InvalidInput when a component is not a directory.
     """
-    fd = os.dup(store_fd)
+    if len(parts) == 1:
+        return os.dup(store_fd)
+    fd = store_fd  # not ours to close; each directory opened below is
     try:
         for name in parts[:-1]:
             try:
@@ -162,11 +164,13 @@ def walk_parent(store_fd: int, parts: tuple[str, ...], *, create: bool) -> int:
                     os.close(child)
                     os.fsync(fd)
                 child = open_dir(fd, name)
-            os.close(fd)
+            if fd != store_fd:
+                os.close(fd)
             fd = child
         return fd
     except BaseException:
-        os.close(fd)
+        if fd != store_fd:
+            os.close(fd)
         raise
 
 
@@ -176,6 +180,12 @@ def open_regular(parent_fd: int, name: str) -> int | None:
     Raises InvalidInput for a symlink, directory, special file or a file that is not
     `is_kept` (hard link, foreign owner).
     """
+    opened = open_regular_stat(parent_fd, name)
+    return None if opened is None else opened[0]
+
+
+def open_regular_stat(parent_fd: int, name: str) -> tuple[int, os.stat_result] | None:
+    """As `open_regular`, with the fstat of the file opened (the caller closes it)."""
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=parent_fd)
     except FileNotFoundError:
@@ -188,7 +198,7 @@ def open_regular(parent_fd: int, name: str) -> int | None:
         if error.errno == errno.EACCES:
             raise _not_openable(parent_fd, name) from None
         raise
-    return _kept(fd, name)
+    return fd, _kept_stat(fd, name)
 
 
 def _not_openable(parent_fd: int, name: str) -> InvalidInput:
@@ -416,8 +426,15 @@ def shown_names(store_fd: int, parts: tuple[str, ...]) -> list[str]:
 
 def _kept(fd: int, name: str) -> int:
     """``fd`` if it is a file memfs keeps (`is_kept`); else closed, and InvalidInput."""
+    _kept_stat(fd, name)
+    return fd
+
+
+def _kept_stat(fd: int, name: str) -> os.stat_result:
+    """The fstat of ``fd`` if it is a file memfs keeps (`is_kept`); else ``fd`` is
+    closed, and InvalidInput."""
     st = os.fstat(fd)
     if not is_kept(st):
         os.close(fd)
         raise InvalidInput(f"{name!r} {not_kept_reason(st)}")
-    return fd
+    return st

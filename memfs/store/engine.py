@@ -661,7 +661,7 @@ class Engine:
         store = self._stores[path.store]
         parent = self._made_parent(agent, path, precondition)
         name = path.parts[-1]
-        with backing.closing_fd(parent):
+        try:
             with store.locked():
                 current = _version_at(parent, name)
                 freely = force or (create_freely and current is None)
@@ -678,6 +678,8 @@ class Engine:
             # Outside the lock: other commits proceed while this one becomes durable;
             # the caller is answered only after the directory entry is on disk.
             os.fsync(parent)
+        finally:
+            os.close(parent)
         self._notify(path)
         return Committed(path, staged.digest, staged.size,
                          None if current is None else current.digest, commit)
@@ -732,21 +734,27 @@ class Engine:
 @backing.retry_stale
 def _read_version_at(parent: int, name: str) -> tuple[Version | None, bytes]:
     """The version and bytes of ``name`` (None and b"" when it does not exist)."""
-    fd = backing.open_regular(parent, name)
-    if fd is None:
+    opened = backing.open_regular_stat(parent, name)
+    if opened is None:
         return None, b""
-    with backing.closing_fd(fd):
-        version = version_of(fd)
+    fd, st = opened
+    try:
+        version = version_of(fd, st)
         return version, backing.read_all(fd, version.size)
+    finally:
+        os.close(fd)
 
 
 @backing.retry_stale
 def _version_at(parent: int, name: str) -> Version | None:
-    fd = backing.open_regular(parent, name)
-    if fd is None:
+    opened = backing.open_regular_stat(parent, name)
+    if opened is None:
         return None
-    with backing.closing_fd(fd):
-        return version_of(fd)
+    fd, st = opened
+    try:
+        return version_of(fd, st)
+    finally:
+        os.close(fd)
 
 
 def _hex(blob: pygit2.Oid | None) -> str | None:
