@@ -66,6 +66,7 @@ from memfs.store.gitobjects import (
     write_ref,
     writer_repository,
 )
+from memfs.store.syscalls import syncfs
 
 log = logging.getLogger("memfs.history")
 
@@ -465,7 +466,7 @@ class StoreHistory:
         head = self.head(self._reader())
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            os.syncfs(fd) if hasattr(os, "syncfs") else os.sync()
+            syncfs(fd)
         finally:
             os.close(fd)
         if head is not None:
