@@ -47,10 +47,10 @@ REPLACE, DELETE, APPEND = "replace", "delete", "append"
 class Ticket:
     """One change waiting in a store's queue, and then its answer.
 
-    REPLACE: ``staged`` holds the new bytes (their ``digest``, ``size``; ``data`` too
-    when the store keeps history, for its commit). DELETE: neither. APPEND: ``data``
-    is what to append; ``staged`` a copy of it as a whole new file, staged in case the
-    file does not exist (then the append creates it)."""
+    REPLACE: ``data`` is the new content (``git``: its blob id, with history), staged
+    by the leader (``staged``: kept until the ticket is answered). DELETE: neither.
+    APPEND: ``data`` is what to append (``staged``: a copy of it as a whole new file,
+    when the file does not exist and the append creates it)."""
 
     kind: str
     agent: str
@@ -61,6 +61,7 @@ class Ticket:
     summary: str
     staged: Staged | None = None
     data: bytes | None = None
+    git: str | None = None
     expected: str | None = None
     force: bool = False
     create_freely: bool = False  # restore: recreating a deleted file needs no record
@@ -86,8 +87,6 @@ class Ticket:
     @property
     def weight(self) -> int:
         """Bytes of content it brings to a batch."""
-        if self.staged is not None:
-            return self.staged.size
         return len(self.data or b"")
 
     def reset(self) -> None:

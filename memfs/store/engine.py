@@ -530,12 +530,10 @@ class Engine:
         ``precondition`` too). Raises NotFound, Conflict."""
         self.check_access(agent, path.store, write=True)
         self._plain_write(path)
-        parent = self._parent(path, create=False)
-        with backing.closing_fd(parent):
-            ticket = Ticket(DELETE, agent, self._email(agent), path, parent, "delete",
-                            f"delete {path}", expected=expected, force=force,
-                            precondition=precondition, delegate=current_delegate())
-            self._queues[path.store].submit(ticket)
+        ticket = Ticket(DELETE, agent, self._email(agent), path, -1, "delete",
+                        f"delete {path}", expected=expected, force=force,
+                        precondition=precondition, delegate=current_delegate())
+        self._submit(ticket, create=False)
         return self._committed(ticket)
 
     def update(self, agent: str | None, store: str,
@@ -637,24 +635,17 @@ class Engine:
                  force: bool, op: str, summary: str | None = None,
                  create_freely: bool = False,
                  precondition: Precondition | None = None) -> Committed:
-        """Stage ``data`` and land it as the new version of ``path`` in the store's
-        next batch, if the version check allows it then (``create_freely``: creating a
-        missing file needs no check of the record, only of ``precondition``). Answered
-        once the change is durable (memfs/store/landing.py)."""
+        """Land ``data`` as the new version of ``path`` in the store's next batch, if
+        the version check allows it then (``create_freely``: creating a missing file
+        needs no check of the record, only of ``precondition``). Answered once the
+        change is durable (memfs/store/landing.py)."""
         store = self._stores[path.store]
-        parent = self._made_parent(agent, path, precondition)
-        try:
-            keep = store.history is not None  # its commit needs the bytes
-            git = str(pygit2.hash(data)) if keep else None
-            with self._staging.stage(data, agent, git, sync=store.shared) as staged:
-                ticket = Ticket(REPLACE, agent, self._email(agent), path, parent, op,
-                                summary or f"{op} {path}", staged=staged,
-                                data=data if keep else None, expected=expected, force=force,
-                                create_freely=create_freely, precondition=precondition,
-                                delegate=current_delegate())
-                self._queues[path.store].submit(ticket)
-        finally:
-            os.close(parent)
+        git = str(pygit2.hash(data)) if store.history is not None else None
+        ticket = Ticket(REPLACE, agent, self._email(agent), path, -1, op,
+                        summary or f"{op} {path}", data=data, git=git, expected=expected,
+                        force=force, create_freely=create_freely, precondition=precondition,
+                        delegate=current_delegate())
+        self._submit(ticket, create=True)
         return self._committed(ticket)
 
     def _append(self, agent: str, path: MemPath, data: bytes,
@@ -662,24 +653,27 @@ class Engine:
         """Append in the store's next batch, so no concurrent append is lost. An
         existing file grows in place (the cost is that of ``data``, not of the file;
         the appends of a batch to one file are written at once); a missing one is
-        created like a write (its bytes are staged here in case)."""
-        store = self._stores[path.store]
-        parent = self._made_parent(agent, path, precondition)
-        try:
-            missing = not _exists(parent, path.parts[-1])
-            with contextlib.ExitStack() as stack:
-                staged = None
-                if missing:
-                    git = str(pygit2.hash(data)) if store.history is not None else None
-                    staged = stack.enter_context(
-                        self._staging.stage(data, agent, git, sync=store.shared))
-                ticket = Ticket(APPEND, agent, self._email(agent), path, parent, "append",
-                                f"append {path}", staged=staged, data=data,
-                                precondition=precondition, delegate=current_delegate())
-                self._queues[path.store].submit(ticket)
-        finally:
-            os.close(parent)
+        created like a write."""
+        ticket = Ticket(APPEND, agent, self._email(agent), path, -1, "append",
+                        f"append {path}", data=data, precondition=precondition,
+                        delegate=current_delegate())
+        self._submit(ticket, create=True)
         return self._committed(ticket)
+
+    def _submit(self, ticket: Ticket, *, create: bool) -> None:
+        """Queue ``ticket`` in its store's next batch and wait for its answer, with
+        the folder of its file open (``create``: made if missing)."""
+        path = ticket.path
+        if create:
+            ticket.parent = self._made_parent(ticket.agent, path, ticket.precondition)
+        else:
+            ticket.parent = self._parent(path, create=False)
+        try:
+            self._queues[path.store].submit(ticket)
+        finally:
+            os.close(ticket.parent)
+            if ticket.staged is not None:
+                self._staging.discard(ticket.staged)
 
     def _committed(self, ticket: Ticket) -> Committed:
         """What an answered ticket says, or its error raised."""
@@ -710,16 +704,6 @@ def _version_at(parent: int, name: str) -> Version | None:
         return version_of(fd, st)
     finally:
         os.close(fd)
-
-
-def _exists(parent: int, name: str) -> bool:
-    """Whether ``name`` exists in the folder ``parent`` (anything: the landing decides
-    what it is)."""
-    try:
-        os.stat(name, dir_fd=parent, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def _hex(blob: pygit2.Oid | None) -> str | None:

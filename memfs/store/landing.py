@@ -134,6 +134,7 @@ class _Landed:
     were written."""
 
     folders: dict[tuple[str, ...], int] = field(default_factory=dict)  # path -> a fd
+    runs: list[int] = field(default_factory=list)  # files appended to, open
     history: bool = False
     head: str | None = None
 
@@ -152,18 +153,48 @@ class BatchLanding:
     # -- B1-B2 -------------------------------------------------------------------------
 
     def prepare(self, batch: list[Ticket]) -> None:
+        self._stage(batch)
+        self._flush(batch, None)
+        crashpoints.reached("batch.synced")
+
+    def _stage(self, batch: list[Ticket]) -> None:
+        """B1, and the staging of each replace's bytes (here, back to back, rather
+        than in each request's thread: with one thread per connection, every system
+        call a thread makes hands the GIL to another, a context switch each). A ticket
+        whose file cannot be staged (a full disk) is answered so."""
         groups: dict[str, list[Ticket]] = {}
         for ticket in batch:
             groups.setdefault(ticket.path.rel, []).append(ticket)
         batch[:] = [ticket for tickets in groups.values() for ticket in tickets]
+        sync = self.store.shared  # staged files other hosts may rename: fsynced each
+        for ticket in batch:
+            if ticket.kind == REPLACE and ticket.staged is None and not ticket.done:
+                try:
+                    ticket.staged = self.staging.stage_file(ticket.data or b"", ticket.agent,
+                                                            ticket.git, sync=sync)
+                except NoSpace as error:
+                    ticket.answer(error)
+
+    def _flush(self, batch: list[Ticket], landed: _Landed | None) -> None:
+        """Make durable the staged files of ``batch`` that are not, and what ``landed``
+        (folders whose entries changed, files appended to, commits): one fsync when
+        there is one thing, else one syncfs. On a shared file system, which no syncfs
+        reaches, each folder and file is fsynced (the staged files were when staged)."""
         pending = [t.staged for t in batch if t.staged is not None and not t.staged.durable]
-        if len(pending) == 1:
-            os.fsync(pending[0].fd)
-        elif pending:
-            self.store.syncfs()
+        files = [] if landed is None else [*landed.folders.values(), *landed.runs]
+        if self.store.shared:
+            for fd in files:
+                os.fsync(fd)
+        else:
+            history = landed is not None and landed.history
+            things = [*files, *(staged.fd for staged in pending)]
+            if len(things) == 1 and not history:
+                os.fsync(things[0])
+            elif things or history:
+                self.store.syncfs()
         for staged in pending:
             staged.durable = True
-        crashpoints.reached("batch.synced")
+            Staging.release(staged)
 
     # -- B3-B9 -------------------------------------------------------------------------
 
@@ -199,6 +230,8 @@ class BatchLanding:
         """B4: decide every ticket, in order, over what the tickets before it did."""
         groups: dict[str, _Group] = {}
         for ticket in batch:
+            if ticket.done:  # refused before (its file could not be staged)
+                continue
             group = groups.get(ticket.path.rel)
             if group is None:
                 group = groups[ticket.path.rel] = _Group(ticket.path, [])
@@ -418,10 +451,13 @@ class BatchLanding:
 
     def _append_run(self, group: _Group, step: _Step) -> None:
         """Append a run's bytes in place, so readers are never shown part of it: the
-        file is marked (versions.appending) before the bytes are written and its
-        version record names the old size until they are durable, so a reader's
-        version stays the old one and its reads stop at the old size; then the new
-        record is stamped and the mark removed. A failure truncates it back."""
+        file is marked (versions.appending) with its old size before the bytes are
+        written, and its version record names the old size until they are all
+        written, so a reader's version stays the old one and its reads stop at the old
+        size; then the new record is stamped. The mark stays until B10 has made bytes
+        and record durable (`durable`): a mark found at start means they may not be
+        (a power loss), and the file is checked (Store.recover). A failure truncates
+        it back."""
         assert group.before is not None and step.digest is not None
         fd, size = group.fd, group.before.size
         crashpoints.reached("append.prepared")
@@ -434,16 +470,15 @@ class BatchLanding:
                 written = os.pwrite(fd, view, offset)
                 offset += written
                 view = view[written:]
-            os.fsync(fd)
             crashpoints.reached("append.written")
             last = step.tickets[-1]
             stamp(fd, step.digest, last.agent, time.time(), group.run_git)
-            mark_appending(fd, None)
         except BaseException:
             os.ftruncate(fd, size)  # back to the old size: it never happened
-            os.fsync(fd)
             mark_appending(fd, None)
             raise
+        self._landed.runs.append(fd)  # unmarked once durable
+        group.fd = -1
         crashpoints.reached("append.stamped")
 
     def _conclude(self, groups: list[_Group], landed: list[int], failed: set[int],
@@ -471,28 +506,21 @@ class BatchLanding:
 
     def durable(self, batch: list[Ticket], following: list[Ticket] | None) -> None:
         landed = self._landed
-        pending = [] if following is None else [
-            t.staged for t in following if t.staged is not None and not t.staged.durable]
-        if self.store.shared:  # fsync what another host must find; no syncfs reaches it
-            for folder in landed.folders.values():
-                os.fsync(folder)
+        try:
             if following is not None:
-                self.prepare(following)
-        else:
-            flushes = len(landed.folders) + len(pending) + (2 if landed.history else 0)
-            if flushes == 1 and landed.folders:
-                os.fsync(next(iter(landed.folders.values())))
-            elif flushes == 1:
-                os.fsync(pending[0].fd)
-            elif flushes:
-                self.store.syncfs()
-            for staged in pending:
-                staged.durable = True
-            if following is not None:
-                self.prepare(following)  # its order; its files are durable already
+                self._stage(following)  # its staged files become durable with this flush
+            self._flush(following or [], landed)
+            for fd in landed.runs:
+                mark_appending(fd, None)  # its bytes and record are on disk
+        finally:
+            for fd in landed.runs:
+                os.close(fd)
+            landed.runs = []
         if landed.head is not None and self.store.history is not None:
             self.store.history.made_durable(landed.head)
         crashpoints.reached("batch.durable")
+        if following is not None:
+            crashpoints.reached("batch.synced")
 
     def answer(self, batch: list[Ticket]) -> None:
         for ticket in batch:

@@ -30,7 +30,8 @@ class Staged:
         self.name = name
         self.digest = digest
         self.size = size
-        self.fd = -1  # the file, open while it is staged (for its fsync)
+        self.fd = -1  # the file, open until it is durable (for its fsync)
+        self.created = False  # the file exists (only a file this daemon made is removed)
         self.durable = False  # its bytes and record are on disk
         self.moved = False  # moved into place, or handed over to a landing's intent
 
@@ -94,7 +95,7 @@ class Staging:
         with refused_when_full():
             fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
                          backing.FILE_MODE, dir_fd=directory)
-            staged.fd = fd  # only a file this call created is ever removed
+            staged.fd, staged.created = fd, True
             try:
                 os.fchmod(fd, backing.FILE_MODE)
                 view = memoryview(data)
@@ -110,13 +111,18 @@ class Staging:
         crashpoints.reached("stage")
         return staged
 
+    @staticmethod
+    def release(staged: Staged) -> None:
+        """Close the staged file's fd (it stays staged, under its name)."""
+        if staged.fd >= 0:
+            os.close(staged.fd)
+            staged.fd = -1
+
     def discard(self, staged: Staged) -> None:
         """Close the staged file, and remove it unless it was moved into place."""
-        if staged.fd < 0:
-            return
-        os.close(staged.fd)
-        staged.fd = -1
-        if not staged.moved:
+        self.release(staged)
+        if staged.created and not staged.moved:
+            staged.created = False
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(staged.name, dir_fd=staged.directory)
 

@@ -72,7 +72,7 @@ from memfs.store.planted import PlantedIndex
 from memfs.store.seen import SeenRecords
 from memfs.store.staging import Staged
 from memfs.store.syscalls import syncfs
-from memfs.store.versions import Version, appending, mark_appending, version_of
+from memfs.store.versions import Version, appending, digest_fd, mark_appending, version_of
 
 log = logging.getLogger("memfs.store")
 
@@ -602,9 +602,13 @@ class Store:
                 os.unlink(name, dir_fd=self.landing_fd)
 
     def _undo_append(self, rel: str, size: object, crashed: bool) -> None:
-        """Truncate a file whose append in place was cut short (still marked, its
-        record naming the old size) back to that size."""
-        if not isinstance(size, int):
+        """Settle a file appended to in place whose mark is still there (``size``: the
+        size before the append, which the mark must name; None: whatever it names).
+        If its record still names that size, the append was cut short: the file is
+        truncated back. If the record is new but the bytes are not what it says (a
+        power loss kept the record and not all the bytes), likewise. Then the mark
+        goes."""
+        if size is not None and not isinstance(size, int):
             return
         try:
             parent = backing.walk_parent(self.fd, tuple(rel.split("/")), create=False)
@@ -618,14 +622,22 @@ class Store:
             if fd is None:
                 return
             with backing.closing_fd(fd):
-                if appending(fd) != size:
+                marked = appending(fd)
+                if marked is None or (size is not None and marked != size):
                     return  # finished (the mark is gone) or never begun
-                if version_of(fd).size == size:  # the record still names the old size
-                    os.ftruncate(fd, size)
+                version = version_of(fd)
+                if version.size == marked:  # the record still names the old size
+                    os.ftruncate(fd, marked)
                     os.fsync(fd)
                     if crashed:
                         log.warning("store %s: an append to %s was cut short; truncated "
-                                    "back to %d bytes", self.name, rel, size)
+                                    "back to %d bytes", self.name, rel, marked)
+                elif digest_fd(fd, version.size) != version.digest:
+                    os.ftruncate(fd, marked)
+                    os.fsync(fd)
+                    log.warning("store %s: %s did not hold the bytes its last append "
+                                "recorded (a power loss?); truncated back to %d bytes",
+                                self.name, rel, marked)
                 mark_appending(fd, None)
 
     def recover(self) -> list[str]:
@@ -634,6 +646,7 @@ class Store:
         (falling back to the durable head, else rebuilding it), and commit what
         differs from the files. Returns the paths recorded."""
         self._finish_xattr_intent()
+        self._check_appends()
         self._clear_landing()
         if self.history is None:
             return []
@@ -644,6 +657,21 @@ class Store:
         changed = self._recover_history(None, why="the files differed from the history at start")
         self._head = self._head_now()
         return changed
+
+    def _check_appends(self) -> None:
+        """Settle the files the last batch appended to that still carry their mark
+        (`_undo_append`): its daemon stopped after ``main`` moved but before the
+        batch's flush returned, so after a power loss their new record may be on disk
+        without all their bytes."""
+        try:
+            intent = self.intents.read(None, any_head=True)
+            plan = None if intent is None or "batch" not in intent \
+                else BatchPlan.from_json(intent)
+        except (OSError, ValueError):
+            return
+        for group in [] if plan is None else plan.groups:
+            if group.run is not None:
+                self._undo_append(group.rel, None, True)
 
     def _finish_xattr_intent(self) -> None:
         """Finish the intent an older memfs kept as the lock file's xattr PENDING (the

@@ -355,3 +355,34 @@ def test_an_intent_an_older_memfs_left_in_the_lock_xattr_is_finished_at_start() 
 
 
 assert crashpoints.GATHER_ENV == BATCH
+
+
+@pytest.mark.parametrize("step", ["append.stamped", "land.commit"])
+def test_an_append_whose_bytes_a_power_loss_lost_is_undone_at_start(step: str) -> None:
+    """An append's bytes and new record become durable with the batch's one flush,
+    after the store lock is released; a file keeps its mark until then. A daemon
+    stopped before it (here killed, then its bytes damaged as a power loss can leave
+    them on a file system that orders nothing: the record and the size on disk, the
+    bytes not) leaves the mark: the next start finds the bytes are not what the record
+    says and truncates the file back; history follows the files."""
+    config = batch_config(True)
+    root = Path(config["root"])
+    target = root / "stores" / "notes" / "log.md"
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/log.md", "start\n")
+    with killed_at(config, step) as crashing, connect_as(UID_A, crashing.socket) as alice, \
+            pytest.raises(MemfsClientError):
+        alice.write("notes/log.md", "appended\n", append=True)
+    assert target.read_bytes() == b"start\nappended\n"
+    before = os.stat(target)
+    with open(target, "r+b") as handle:
+        handle.seek(len("start\n"))
+        handle.write(bytes(len("appended\n")))
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
+        assert target.read_bytes() == b"start\n"
+        assert alice.read("notes/log.md")["text"] == "start\n"
+        assert tree_files(commits(root, "notes")[0]) == store_files(root, "notes")
+        alice.write("notes/log.md", "after\n", append=True)
+    assert target.read_bytes() == b"start\nafter\n"
+    assert_valid_git(root, "notes")
