@@ -353,3 +353,25 @@ def test_a_merge_keeps_each_object_once(tmp_path: Path) -> None:
     assert_valid_git(tmp_path, "notes")
     contents = [tree_files(c)["doc.md"] for c in commits(tmp_path, "notes")]
     assert contents == [versions[n] for n in (2, 3, 1, 3, 0, 2, 1, 0)]
+
+
+def test_the_packs_of_batches_are_merged_once_many(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each batch writes a small pack; once PACKS_BEFORE_MERGE were written the
+    history asks to be packed, and the maintenance merges them."""
+    monkeypatch.setattr(history_module, "MERGE_GRACE", 0.0)  # no reader lags behind here
+    history = StoreHistory(repo_path(tmp_path, "notes"), "notes")
+    maintain(history)  # the first maintenance (start-up) is done
+    head = None
+    for n in range(history_module.PACKS_BEFORE_MERGE + 1):
+        assert not history.needs_pack(), n
+        planned = [history_module.Planned([(f"f{n % 7}.md", b"batch %d\n" % n)], "alice",
+                                          "alice@x.invalid", "write\n")]
+        head = history.prepare_batch(planned, parent=head)[-1]
+        history.advance(head)
+    assert history.needs_pack()
+    assert len(pack_ids(tmp_path, "notes")) == history_module.PACKS_BEFORE_MERGE + 1
+    maintain(history)
+    assert len(pack_ids(tmp_path, "notes")) <= 2
+    assert len(commits(tmp_path, "notes")) == history_module.PACKS_BEFORE_MERGE + 1
+    assert_valid_git(tmp_path, "notes")
