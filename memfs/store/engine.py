@@ -144,9 +144,10 @@ class Engine:
         self._stores.clear()
 
     def observe_commits(self, observer: Callable[[float], None] | None) -> None:
-        """Call ``observer`` with the duration in seconds of every landing step (the
-        locked part of a commit: renames, records, history), in the committing
-        thread; None stops it. For the daemon's metrics."""
+        """Call ``observer`` for every change that lands with the duration in seconds
+        of its landing step (the locked part of a commit, for a batch of changes the
+        batch's: renames, records, history), in the committing thread; None stops it.
+        For the daemon's metrics."""
         for store in self._stores.values():
             store.observe_land = observer
 

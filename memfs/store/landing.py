@@ -221,8 +221,11 @@ class BatchLanding:
                     os.close(group.fd)
             for staged in own:
                 self.staging.discard(staged)
-            if self.store.observe_land is not None:
-                self.store.observe_land(time.perf_counter() - start)
+            if self.store.observe_land is not None:  # once for each change that landed
+                took = time.perf_counter() - start
+                for ticket in batch:
+                    if ticket.landed:
+                        self.store.observe_land(took)
         return waiting
 
     def _check(self, batch: list[Ticket], waiting: list[Ticket],
