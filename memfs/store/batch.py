@@ -43,7 +43,7 @@ GATHER_WAIT = 10.0  # seconds a leader waits for a test's batch to gather (crash
 REPLACE, DELETE, APPEND = "replace", "delete", "append"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Ticket:
     """One change waiting in a store's queue, and then its answer.
 

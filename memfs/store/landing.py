@@ -162,10 +162,11 @@ class BatchLanding:
         than in each request's thread: with one thread per connection, every system
         call a thread makes hands the GIL to another, a context switch each). A ticket
         whose file cannot be staged (a full disk) is answered so."""
-        groups: dict[str, list[Ticket]] = {}
-        for ticket in batch:
-            groups.setdefault(ticket.path.rel, []).append(ticket)
-        batch[:] = [ticket for tickets in groups.values() for ticket in tickets]
+        if len(batch) > 1:
+            groups: dict[str, list[Ticket]] = {}
+            for ticket in batch:
+                groups.setdefault(ticket.path.rel, []).append(ticket)
+            batch[:] = [ticket for tickets in groups.values() for ticket in tickets]
         sync = self.store.shared  # staged files other hosts may rename: fsynced each
         for ticket in batch:
             if ticket.kind == REPLACE and ticket.staged is None and not ticket.done:
@@ -266,24 +267,23 @@ class BatchLanding:
         current = group.before
         after = 0  # steps of the group so far
         run: _Step | None = None
+        for index, ticket in enumerate(group.tickets):
+            agent = ticket.agent
 
-        def seen(agent: str) -> Callable[[], str | None]:
-            def lookup() -> str | None:
+            def seen(agent: str = agent) -> str | None:
+                """The agent's record of the path after the tickets before this one."""
                 known = overlay.get((agent, path.rel), _UNSEEN)
                 if known is _UNSEEN:
                     return self.store.seen.get(agent, path)
                 return known  # type: ignore[return-value]
-            return lookup
 
-        for index, ticket in enumerate(group.tickets):
-            agent = ticket.agent
             try:
                 if ticket.kind == APPEND:
                     if after > (1 if run is not None else 0):  # after another change
                         waiting.extend(group.tickets[index:])
                         del group.tickets[index:]
                         break
-                    check_version(agent, path, current, seen(agent), None,
+                    check_version(agent, path, current, seen, None,
                                   ticket.precondition, force=True)
                     if current is None:  # no file (any more): the append creates it
                         staged = ticket.staged
@@ -305,7 +305,7 @@ class BatchLanding:
                         ticket.unchanged = True
                     else:
                         self.check_size(current.size + len(ticket.data))
-                        knew = seen(agent)() == current.digest  # it had the whole old file
+                        knew = seen() == current.digest  # it had the whole old file
                         digest = appended_digest(group.fd, current, ticket.data)
                         if run is None:
                             run = _Step(RUN, [], None)
@@ -323,7 +323,7 @@ class BatchLanding:
                     staged = ticket.staged
                     assert staged is not None
                     freely = ticket.force or (ticket.create_freely and current is None)
-                    check_version(agent, path, current, seen(agent), ticket.expected,
+                    check_version(agent, path, current, seen, ticket.expected,
                                   ticket.precondition, force=freely)
                     if current is not None and current.digest == staged.digest:
                         # Already this version: nothing lands; the writer has seen it.
@@ -344,7 +344,7 @@ class BatchLanding:
                     if current is None:
                         ticket.missing = True
                     else:
-                        check_version(agent, path, current, seen(agent), ticket.expected,
+                        check_version(agent, path, current, seen, ticket.expected,
                                       ticket.precondition, force=ticket.force)
                         group.steps.append(_Step(UNLINK, [ticket], None))
                         after += 1

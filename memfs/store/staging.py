@@ -62,6 +62,9 @@ class Staging:
         # too (one at a time, under the store lock), without a getrandom() per file.
         self._prefix = secrets.token_hex(4)
         self._counter = itertools.count()
+        # Staged files are created with FILE_MODE; only a umask that takes some of it
+        # away (a system service's 0077) needs an fchmod for each.
+        self._chmod = bool(_umask() & backing.FILE_MODE)
         lock = self.path.with_name(self.path.name + ".lock")
         self._lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
@@ -97,7 +100,8 @@ class Staging:
                          backing.FILE_MODE, dir_fd=directory)
             staged.fd, staged.created = fd, True
             try:
-                os.fchmod(fd, backing.FILE_MODE)
+                if self._chmod:
+                    os.fchmod(fd, backing.FILE_MODE)
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view):]
@@ -131,6 +135,16 @@ class Staging:
         shutil.rmtree(self.path, ignore_errors=True)
         self.path.with_name(self.path.name + ".lock").unlink(missing_ok=True)
         os.close(self._lock_fd)
+
+
+def _umask() -> int:
+    """The process's umask, as /proc tells it (os.umask could only read it by setting
+    it, for every thread at once); 0o777 where /proc does not say."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return 0o777
 
 
 def _remove_if_abandoned(directory: Path) -> None:
