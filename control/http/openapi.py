@@ -283,6 +283,25 @@ def _file_operations() -> dict[str, dict[str, Any]]:
     }
 
 
+def _links(created: Operation) -> dict[str, Any]:
+    """What a record made by ``created`` (a POST answered 201 with the record's ``id``)
+    leads to: every operation under its collection's path, the new record's id in the
+    first parameter after it (so a client, or schemathesis, need not guess which
+    field of the body names it)."""
+    if created.method != "POST" or created.status != 201:
+        return {}
+    prefix = created.path + "/{"
+    links = {}
+    for other in operations():
+        if not other.path.startswith(prefix):
+            continue
+        named = other.path[len(prefix):].split("}", 1)[0].split(":")[0]
+        links[other.op] = {"operationId": other.op, "parameters": {
+            name: "$response.body#/id" if name == named else f"$request.path.{name}"
+            for name in other.params()}}
+    return links
+
+
 @functools.cache
 def document() -> dict[str, Any]:
     """The whole OpenAPI document (built once)."""
@@ -313,8 +332,11 @@ def document() -> dict[str, Any]:
                           **_errors()}}},
     }
     for operation in operations():
-        paths.setdefault(_openapi_path(operation.path), {})[operation.method.lower()] = \
-            _operation(operation)
+        spec = _operation(operation)
+        links = _links(operation)
+        if links:
+            spec["responses"][str(operation.status)]["links"] = links
+        paths.setdefault(_openapi_path(operation.path), {})[operation.method.lower()] = spec
     schemas: dict[str, Any] = {"Problem": _PROBLEM_SCHEMA, "FilePath": _file_path_schema(),
                                "Glob": _glob_schema()}
     for op in sorted(registry.agent_ops()):
