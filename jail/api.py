@@ -159,7 +159,7 @@ class Jail:
         stores: Mapping[str, Path],
         args: Sequence[str],
         *,
-        known: Collection[str] | None = None,
+        check: Callable[[str], None] | None = None,
         hidden: Callable[[str], Collection[str]] | None = None,
         mount: str | None = None,
         caller: str = "",
@@ -167,26 +167,27 @@ class Jail:
         """Run ripgrep with the user's ``args`` over ``stores`` (name -> directory; only
         the stores the agent may read). Output paths read ``STORE/PATH``.
 
-        ``known`` (every store there is, readable or not) tells a path naming a store
-        that exists but is not readable (StoreNotReadable, a BadArguments) from one
-        naming no store at all (BadArguments); the arguments are parsed once, here.
+        ``check`` is called with each path argument as ``STORE[/PATH]`` before rg runs
+        and may refuse it by raising (see rg_args.parse); the arguments are parsed
+        once, here.
         ``hidden(store)`` gives the paths in a store never to search (planted special
         files, hard links): rg skips them, and a path argument naming one is refused.
         ``mount`` (the configured mount point) is accepted as a path prefix like
         ``/memory``. ``caller`` (the agent) names the queue the run waits in when every
         slot is taken (see jail/slots.py).
 
-        Raises BadArguments (refused flag or path), JailLimit (timeout, CPU, memory),
+        Raises BadArguments (refused flag or path), what ``check`` raises, JailLimit
+        (timeout, CPU, memory),
         ToolFailed (rg error with no output at all), JailBusy (too many runs at once,
         past the queue's bounds), JailError (launcher gone).
         """
-        if not stores and known is None:
+        if not stores and check is None:
             return SearchResult(b"", 1, False, "")
         for name in stores:
             if name in ("", ".", "..") or "/" in name or "\0" in name:
                 raise BadArguments(f"bad store name {name!r}")
         command = rg_args.parse(
-            args, stores, self.settings.max_threads, default_threads=self._threads, known=known,
+            args, stores, self.settings.max_threads, default_threads=self._threads, check=check,
             mount=mount,
         )
         if not command.stores:

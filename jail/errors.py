@@ -31,16 +31,6 @@ class BadArguments(JailError):
     code = "invalid"
 
 
-class StoreNotReadable(BadArguments):
-    """A path names a store the caller knows of (``known`` in ``Jail.search``) but that
-    is not among the readable ones given; ``store`` is its name (the first, sorted,
-    if several). The daemon turns it into permission_denied."""
-
-    def __init__(self, store: str) -> None:
-        super().__init__(f"store {store!r} is not readable by this agent")
-        self.store = store
-
-
 class JailLimit(JailError):
     """The tool hit a limit: the wall-clock timeout, the CPU-time or memory limit, or
     (for sed) the output size limit. Nothing is returned in that case."""

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from jail.errors import BadArguments, StoreNotReadable
+from jail.errors import BadArguments
 
 MOUNT_PREFIX = "/memory/"
 MAX_ARGS_BYTES = 64 * 1024
@@ -220,15 +220,16 @@ def parse(
     max_threads: int = 4,
     *,
     default_threads: int | None = None,
-    known: Collection[str] | None = None,
+    check: Callable[[str], None] | None = None,
     mount: str | None = None,
 ) -> RgCommand:
     """Validate ``args`` against the allow-list and the readable ``stores``.
 
-    A path naming a store of ``known`` (all the stores there are) that is not readable
-    raises StoreNotReadable (after every path was checked: a path naming no store at
-    all is BadArguments first); without ``known``, it is BadArguments like any unknown
-    store.
+    ``check`` is called with each path as ``STORE[/PATH]`` once its syntax is checked,
+    before its store is looked up among the readable ones (without ``check``, a store
+    that is not readable is BadArguments); whatever it raises refuses the path (the
+    daemon's raises not_found for a store the agent cannot see or a path that does
+    not exist, before rg runs).
 
     ``-j``/``--threads`` may ask for 1 to ``max_threads`` threads; without it rg gets
     ``default_threads`` (``max_threads`` if None).
@@ -278,7 +279,7 @@ def parse(
         if not positionals:
             raise BadArguments("no search pattern given")
         patterns.append(positionals.pop(0))
-    paths, used, named = _paths(positionals, stores, known, mount)
+    paths, used, named = _paths(positionals, stores, check, mount)
     return RgCommand(tuple(options), tuple(patterns), paths, used, threads, named)
 
 
@@ -327,7 +328,7 @@ def _refuse(name: str, as_typed: str) -> None:
 def _paths(
     raw: list[str],
     stores: Collection[str],
-    known: Collection[str] | None = None,
+    check: Callable[[str], None] | None = None,
     mount: str | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """Map path arguments to ``STORE[/PATH]`` strings; none means every store. Returns
@@ -341,7 +342,6 @@ def _paths(
     paths: list[str] = []
     used: set[str] = set()
     named: set[str] = set()
-    denied: set[str] = set()
     for path in raw:
         text = path
         if any(text in (prefix, prefix[:-1]) for prefix in prefixes):
@@ -366,13 +366,13 @@ def _paths(
                                "unassigned)")
         if ".." in parts:
             raise BadArguments(f"path {path!r}: '..' is not allowed")
+        if parts == ["-"]:
+            raise BadArguments("path '-' (standard input) is not allowed: name a STORE[/PATH]")
+        if check is not None:
+            check("/".join(parts))
         if parts[0] not in stores:
-            if known is None or parts[0] not in known:
-                raise BadArguments(f"path {path!r}: no readable store named {parts[0]!r}")
-            denied.add(parts[0])
+            raise BadArguments(f"path {path!r}: no readable store named {parts[0]!r}")
         used.add(parts[0])
         named.add(parts[0])
         paths.append("/".join(parts))
-    if denied:
-        raise StoreNotReadable(min(denied))
     return tuple(paths), tuple(sorted(used)), tuple(sorted(named))

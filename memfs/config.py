@@ -11,6 +11,8 @@ import ipaddress
 import os
 import re
 import tomllib
+import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -42,6 +44,51 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The transports a mirror may use: git's own (ext:: and fd:: run commands or use
+# descriptors of the daemon's: never)
+MIRROR_SCHEMES = frozenset({"file", "ssh", "git", "http", "https", "git+ssh", "ssh+git"})
+# git's scp-like form, [USER@]HOST:PATH (no slash before the colon, no "::" transport)
+_SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:(?!:)[^\s]*$")
+
+
+def check_mirror_url(url: str) -> str:
+    """A mirror's URL as git takes it: ``SCHEME://...`` for the schemes of
+    MIRROR_SCHEMES, ``[USER@]HOST:PATH`` (ssh), or an absolute path; raises ValueError
+    saying what is wrong. A password in the URL is refused: the URL is shown to agents
+    (``memfs mirror status``) and logged; git's credential helpers give passwords."""
+    if not url or len(url) > 2048:
+        raise ValueError("a mirror URL is 1-2048 characters")
+    if not url.isprintable() or any(c.isspace() for c in url):
+        raise ValueError(f"mirror URL {url!r} holds a space or a control character")
+    if url.startswith("-"):
+        raise ValueError(f"mirror URL {url!r} starts with '-'")
+    if "://" in url:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme.lower() not in MIRROR_SCHEMES:
+            raise ValueError(f"mirror URL {url!r}: scheme {parts.scheme!r} is not one of "
+                             f"{', '.join(sorted(MIRROR_SCHEMES))}")
+        if parts.password is not None:
+            raise ValueError(
+                "a mirror URL holds no password (it is shown by `memfs mirror status` and "
+                "logged): let git's credential helper give it (git config credential.helper)"
+                ", or use ssh keys")
+        if parts.scheme.lower() == "file" and (parts.netloc not in ("", "localhost")
+                                               or not parts.path.startswith("/")):
+            raise ValueError(f"mirror URL {url!r}: use file:///ABSOLUTE/PATH")
+        if parts.scheme.lower() != "file" and not parts.hostname:
+            raise ValueError(f"mirror URL {url!r} names no host")
+        return url
+    if url.startswith("/"):
+        return url
+    if "::" in url.split("/", 1)[0]:
+        raise ValueError(f"mirror URL {url!r}: git's TRANSPORT::ADDRESS form is refused "
+                         "(it may run commands)")
+    if _SCP_LIKE.fullmatch(url) and "/" not in url.split(":", 1)[0]:
+        return url
+    raise ValueError(f"mirror URL {url!r}: give an absolute path, file:///PATH, "
+                     "ssh://[USER@]HOST/PATH, [USER@]HOST:PATH, git://, http:// or https://")
+
+
 class StoreConfig(_Strict):
     """A store: a named folder of files."""
 
@@ -51,6 +98,24 @@ class StoreConfig(_Strict):
     history: bool = True
     # holds sessions/, tasks/ and decisions/, written only by their operations
     structured: bool = False
+    # git remotes the history is pushed to in the background (memfs/store/mirror.py):
+    # one URL or a list of them
+    mirror: str | list[str] = Field(default_factory=list)
+
+    @field_validator("mirror")
+    @classmethod
+    def _mirror(cls, value: str | list[str]) -> str | list[str]:
+        urls = [value] if isinstance(value, str) else value
+        for url in urls:
+            check_mirror_url(url)
+        if len(set(urls)) != len(urls):
+            raise ValueError("a mirror URL is given twice")
+        return value
+
+    @property
+    def mirrors(self) -> tuple[str, ...]:
+        """The mirror URLs, in the config's order."""
+        return (self.mirror,) if isinstance(self.mirror, str) else tuple(self.mirror)
 
 
 class AgentConfig(_Strict):
@@ -157,6 +222,43 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve to anything
 
 
+_LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(\.{_LABEL})*")  # a DNS name or an IPv4 address
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def parse_origin(value: str) -> str:
+    """A web origin ``scheme://host[:port]`` (http or https; a host name or an IP
+    address, ``[...]`` for IPv6) in the form a browser sends it in ``Origin``: lower
+    case, the scheme's default port left out. Raises ValueError saying what is wrong."""
+    want = f"want scheme://host[:port], e.g. https://example.org or http://localhost:3000, " \
+           f"got {value!r}"
+    scheme, sep, authority = value.strip().lower().partition("://")
+    if not sep or scheme not in DEFAULT_PORTS or not authority or \
+            any(c in authority for c in "/?#@\\ "):
+        raise ValueError(f"{want} (only the scheme, the host and the port: no path, no user)")
+    if authority.startswith("["):
+        host, bracket, port_text = authority[1:].partition("]")
+        if not bracket or (port_text and not port_text.startswith(":")):
+            raise ValueError(want)
+        port_text = port_text[1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{want} (bad IPv6 address)") from None
+        host = f"[{host}]"
+    else:
+        host, _, port_text = authority.partition(":")
+        if not _HOST_NAME.fullmatch(host):
+            raise ValueError(f"{want} (bad host name)")
+    if port_text or authority.endswith(":"):
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ValueError(f"{want} (bad port)")
+        if int(port_text) != DEFAULT_PORTS[scheme]:
+            return f"{scheme}://{host}:{int(port_text)}"
+    return f"{scheme}://{host}"
+
+
 class HttpConfig(_Strict):
     """The daemon's HTTP listener: REST under /v1, MCP at /mcp, /metrics, /healthz
     (control/http/app.py). Identity is a bearer token (``memfs token create``)."""
@@ -171,6 +273,15 @@ class HttpConfig(_Strict):
     # agent's session ended), and per agent (its own oldest sessions end first)
     max_web_sessions: int = Field(default=10_000, ge=1)
     max_web_sessions_per_agent: int = Field(default=32, ge=1)
+    # origins (scheme://host[:port]) whose pages may call /mcp besides the listener's
+    # own; their host[:port] is also taken as a name of this listener (one reached
+    # through a proxy under that name)
+    allowed_origins: list[str] = Field(default_factory=list, max_length=256)
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, values: list[str]) -> list[str]:
+        return [parse_origin(value) for value in values]
 
     @field_validator("listen")
     @classmethod
@@ -209,6 +320,9 @@ class PersonalConfig(_Strict):
 
 
 class Config(_Strict):
+    """The whole configuration. Build it with `parse_config`, which also checks what
+    spans several keys (`cross_checks`) and reports every mistake at once."""
+
     root: Path
     # the unprivileged user a daemon started as root serves as (memfs/service_user.py)
     user: str = Field(default="memfs", pattern=r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
@@ -221,6 +335,8 @@ class Config(_Strict):
     # seen records of deleted files are kept this long (a blind re-create by an agent
     # that read the file is a conflict until then), then swept
     seen_retention_days: float = Field(default=30.0, ge=0)
+    # ranked recall's keyword indexes (memfs/recall/); false: none kept, recall refused
+    recall: bool = True
     stores: dict[str, StoreConfig] = Field(default_factory=dict)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     jail: JailConfig = Field(default_factory=JailConfig)
@@ -243,6 +359,13 @@ class Config(_Strict):
             check_name("store", name)
         return stores
 
+    @field_validator("agents")
+    @classmethod
+    def _agent_names(cls, agents: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
+        for name in agents:
+            check_name("agent", name)
+        return agents
+
     @field_validator("delegates", mode="before")
     @classmethod
     def _delegates_shape(cls, delegates: object) -> object:
@@ -263,45 +386,6 @@ class Config(_Strict):
                 raise ValueError(f'{key}: want a list of agent names or "{ANY_AGENT}" '
                                  f"(any agent), got {allowed!r}")
         return delegates
-
-    @model_validator(mode="after")
-    def _cross_checks(self) -> Config:
-        if self.personal is not None:
-            if self.agents:
-                raise ValueError(
-                    "agents: personal mode knows agents by name, registered on first use "
-                    "(`memfs --agent NAME ...`); remove the [agents.*] tables")
-            if self.delegates:
-                raise ValueError("delegates: in personal mode the owner acts for its own "
-                                 "agents only; remove delegates")
-        if isinstance(self.delegates, dict):
-            for key, allowed in self.delegates.items():
-                for name in [] if allowed == ANY_AGENT else allowed:
-                    if name not in self.agents:
-                        known = ", ".join(sorted(self.agents)) or "none"
-                        raise ValueError(f"delegates.{key}: no agent named {name!r} "
-                                         f"(defined: {known})")
-                if not allowed:
-                    raise ValueError(f'delegates.{key}: name the agents it may act for, '
-                                     f'or "{ANY_AGENT}" for any')
-        uids: dict[int, str] = {}
-        for name, agent in self.agents.items():
-            check_name("agent", name)
-            for store in agent.stores:
-                if store not in self.stores:
-                    known = ", ".join(sorted(self.stores)) or "none"
-                    raise ValueError(
-                        f"agents.{name}.stores.{store}: no such store (defined: {known})"
-                    )
-            if agent.uid in uids:
-                raise ValueError(
-                    f"agents.{name}.uid: uid {agent.uid} is already used by agent "
-                    f"{uids[agent.uid]!r}; each agent needs its own uid"
-                )
-            uids[agent.uid] = name
-        if self.mount == self.root or self.root in self.mount.parents:
-            raise ValueError("mount: must not be inside root")
-        return self
 
     # -- lookups used by the engine and the edges --------------------------------
 
@@ -355,23 +439,91 @@ def _uid_key(key: str) -> int:
     return int(key)
 
 
-def _describe(error: ValidationError) -> str:
+def _described(error: ValidationError) -> list[str]:
+    """Each of pydantic's errors as ``KEY: problem``."""
     lines = []
     for item in error.errors():
         where = ".".join(str(part) for part in item["loc"]) or "(top level)"
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
             message = "unknown key"
-        lines.append(f"  {where}: {message}")
-    return "\n".join(lines)
+        lines.append(f"{where}: {message}")
+    return lines
 
 
-def parse_config(data: dict[str, object], source: str = "config") -> Config:
-    """Validate a parsed TOML document; raises ConfigError naming each bad key."""
+def _table(data: Mapping[str, object], key: str) -> Mapping[str, object]:
+    found = data.get(key)
+    return found if isinstance(found, Mapping) else {}
+
+
+def cross_checks(data: Mapping[str, object]) -> list[str]:
+    """The mistakes that span several keys, each as ``KEY: problem``: an agent's store
+    that no ``[stores]`` table defines, a mirror of a store without history, a
+    delegate's agent that no ``[agents]`` table does, two agents with one uid, the mount
+    inside the root, agents or delegates in personal mode. Made on the document as
+    read, so that they are found whatever else is wrong in it; a value of the wrong type
+    is left to the model's validation."""
+    problems = []
+    stores, agents, delegates = _table(data, "stores"), _table(data, "agents"), \
+        data.get("delegates")
+    if "personal" in data:
+        if agents:
+            problems.append("agents: personal mode knows agents by name, registered on "
+                            "first use (`memfs --agent NAME ...`); remove the [agents.*] "
+                            "tables")
+        if delegates:
+            problems.append("delegates: in personal mode the owner acts for its own agents "
+                            "only; remove delegates")
+    if isinstance(delegates, Mapping):
+        for key, allowed in delegates.items():
+            if isinstance(allowed, list) and not allowed:
+                problems.append(f'delegates.{key}: name the agents it may act for, or '
+                                f'"{ANY_AGENT}" for any')
+            for name in allowed if isinstance(allowed, list) else []:
+                if isinstance(name, str) and name not in agents:
+                    known = ", ".join(sorted(agents)) or "none"
+                    problems.append(f"delegates.{key}: no agent named {name!r} "
+                                    f"(defined: {known})")
+    for name, store in stores.items():
+        if isinstance(store, Mapping) and store.get("mirror") and store.get("history") is False:
+            problems.append(f"stores.{name}.mirror: a mirror receives the store's history, "
+                            "and this store has history = false")
+    uids: dict[int, str] = {}
+    for name, agent in agents.items():
+        if not isinstance(agent, Mapping):
+            continue
+        for store in _table(agent, "stores"):
+            if store not in stores:
+                known = ", ".join(sorted(stores)) or "none"
+                problems.append(f"agents.{name}.stores.{store}: no such store (defined: "
+                                f"{known})")
+        uid = agent.get("uid")
+        if isinstance(uid, int) and not isinstance(uid, bool):
+            if uid in uids:
+                problems.append(f"agents.{name}.uid: uid {uid} is already used by agent "
+                                f"{uids[uid]!r}; each agent needs its own uid")
+            uids.setdefault(uid, name)
+    root, mount = data.get("root"), data.get("mount", "/memory")
+    if isinstance(root, str | Path) and isinstance(mount, str | Path):
+        root, mount = Path(root), Path(mount)
+        if root.is_absolute() and (mount == root or root in mount.parents):
+            problems.append("mount: must not be inside root")
+    return problems
+
+
+def parse_config(data: Mapping[str, object], source: str = "config") -> Config:
+    """Validate a parsed TOML document; raises ConfigError naming every bad key at
+    once: the model's errors (unknown keys, bad values) and `cross_checks`'."""
+    problems: list[str] = []
+    config = None
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(f"{source} is invalid:\n{_describe(error)}") from None
+        problems += _described(error)
+    problems += [problem for problem in cross_checks(data) if problem not in problems]
+    if problems or config is None:
+        raise ConfigError(f"{source} is invalid:\n" + "\n".join(f"  {p}" for p in problems))
+    return config
 
 
 def read_toml(path: Path) -> dict[str, object]:

@@ -19,8 +19,8 @@ Standard library only and cheap to import: the CLI's client reads it at start-up
 
 from __future__ import annotations
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NO_SPACE = \
-    range(7)
+(EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NO_SPACE,
+ EXIT_MIRROR) = range(8)
 
 
 class MemfsError(Exception):
@@ -64,6 +64,10 @@ ERRORS: dict[str, ErrorKind] = {kind.code: kind for kind in (
     ErrorKind("lease_lost", "daemon", status=409, title="Lease lost", exit_code=EXIT_CONFLICT,
               for_model="LEASE LOST: {message}. Stop working on this task; task_list shows "
                         "who holds it now."),
+    # the record is closed to this operation: a session already handed off, a task
+    # already done, a decision already superseded (nothing was changed)
+    ErrorKind("closed", "daemon", status=409, title="Closed", exit_code=EXIT_CONFLICT,
+              for_model="CLOSED: {message}. Nothing was changed."),
     ErrorKind("permission_denied", "daemon", status=403, title="Permission denied",
               exit_code=EXIT_DENIED,
               for_model="Permission denied: {message}. Your stores and their access are "
@@ -86,6 +90,12 @@ ERRORS: dict[str, ErrorKind] = {kind.code: kind for kind in (
               exit_code=EXIT_NO_SPACE,
               for_model="The memory's disk is full; nothing was changed; free space or ask "
                         "the operator, then retry. ({message})"),
+    # a push asked for did not bring a mirror up to date (down, or it refused the push:
+    # diverged): the memory itself is unchanged, and the pusher carries on
+    ErrorKind("mirror_failed", "daemon", status=502, title="Mirror push failed",
+              exit_code=EXIT_MIRROR,
+              for_model="A mirror push failed: {message}. The memory itself is unchanged; "
+                        "tell the operator."),
     ErrorKind("internal", "daemon", status=500, title="Internal error", exit_code=EXIT_ERROR,
               for_model="memfs internal error: {message}"),
     ErrorKind("unauthenticated", "http", status=401, title="Authentication required"),

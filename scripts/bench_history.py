@@ -1,5 +1,6 @@
 """Benchmarks of the history (issue 8); each figure next to its baseline from the same
-run. Run as root: `scripts/bench` or `.venv/bin/python scripts/bench_history.py`."""
+run. Run as root: `scripts/bench` or `.venv/bin/python scripts/bench_history.py`. A
+replace with history on vs off is in scripts/bench_write.py."""
 
 from __future__ import annotations
 
@@ -32,19 +33,6 @@ from tests.support import (
 
 PAYLOAD = os.urandom(4096)
 EDITS, FILES = 10_000, 100
-
-
-def bench_replace(daemon: Daemon, n: int = 400) -> None:
-    with connect_as(UID_A, daemon.socket) as client:
-        for store in ("notes", "scratch"):
-            client.write(f"{store}/bench/replace.bin", PAYLOAD, force=True)
-        on, off = [], []
-        for _ in range(n):  # interleaved: both see the same disk conditions
-            on.append(timed(lambda: client.write("notes/bench/replace.bin", PAYLOAD)))
-            off.append(timed(lambda: client.write("scratch/bench/replace.bin", PAYLOAD)))
-    print(f"versioned 4 KiB replace, history on: {median_ms(on):.3f} ms; history off: "
-          f"{median_ms(off):.3f} ms; ratio {median_ms(on) / median_ms(off):.2f} "
-          "(goal <= 1.3)")
 
 
 def bench_commit_fsync(base: Path, n: int = 200) -> None:
@@ -163,7 +151,6 @@ def main() -> None:
     config["agents"]["alice"]["stores"]["scratch"] = "read_write"
     try:
         with Daemon(config) as daemon:
-            bench_replace(daemon)
             bench_commit_fsync(base)
             bench_object_writes(base)
             make_edits(daemon)

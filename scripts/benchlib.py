@@ -1,16 +1,19 @@
 """What the benchmark scripts share: timing a call, medians and percentiles, two whole `memfs`
-commands timed side by side (interleaved, so both see the same machine), and the CPU time a
-process and everything it starts uses (`ProcessCpu`)."""
+commands timed side by side (interleaved, so both see the same machine), the CPU time a
+process and everything it starts uses (`ProcessCpu`) or the calling thread uses
+(`ThreadCpu`), and how busy the machine was meanwhile (`MachineLoad`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import statistics
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -32,11 +35,18 @@ def in_turn(n: int, *fns: Callable[[], object]) -> list[list[float]]:
     return in_turn_measured(n, fns)[0]
 
 
+class Meter(Protocol):
+    def ns(self) -> int:
+        """CPU nanoseconds used so far by what the meter watches."""
+        ...
+
+
 def in_turn_measured(n: int, fns: Sequence[Callable[[], object]],
-                     meters: Sequence[ProcessCpu] = ()) -> tuple[list[list[float]],
-                                                                 list[list[float]]]:
-    """As `in_turn`, and with ``meters`` (one per function: the process serving it) also
-    the CPU seconds that process used during each call: (seconds, cpu seconds)."""
+                     meters: Sequence[Meter] = ()) -> tuple[list[list[float]],
+                                                            list[list[float]]]:
+    """As `in_turn`, and with ``meters`` (one per function: the process serving it, or
+    `ThreadCpu` for work done in this thread) also the CPU seconds it used during each
+    call: (seconds, cpu seconds)."""
     for _ in range(3):
         for fn in fns:
             fn()
@@ -50,6 +60,36 @@ def in_turn_measured(n: int, fns: Sequence[Callable[[], object]],
             if meters:
                 cpu[at].append((meters[at].ns() - before) / 1e9)
     return seconds, cpu
+
+
+class SplitMeter(Meter, Protocol):
+    def split(self) -> tuple[int, int, int]:
+        """CPU nanoseconds so far: (all, user, system)."""
+        ...
+
+
+def in_turn_split(n: int, fns: Sequence[Callable[[], object]],
+                  meters: Sequence[SplitMeter]) -> tuple[list[list[float]], list[list[float]],
+                                                         list[tuple[float, float]]]:
+    """As `in_turn_measured`, and also the user and system CPU seconds per call of each
+    function, averaged over its ``n`` calls (the kernel splits by sampled ticks: good
+    over many calls only): (seconds, cpu seconds, (user, system) per function)."""
+    for _ in range(3):
+        for fn in fns:
+            fn()
+    seconds: list[list[float]] = [[] for _ in fns]
+    cpu: list[list[float]] = [[] for _ in fns]
+    split = [[0, 0] for _ in fns]
+    for i in range(n):
+        for k in range(len(fns)):
+            at = (i + k) % len(fns)
+            before = meters[at].split()
+            seconds[at].append(timed(fns[at]))
+            after = meters[at].split()
+            cpu[at].append((after[0] - before[0]) / 1e9)
+            split[at][0] += after[1] - before[1]
+            split[at][1] += after[2] - before[2]
+    return seconds, cpu, [(user / n / 1e9, system / n / 1e9) for user, system in split]
 
 
 def median_ms(samples: list[float]) -> float:
@@ -126,14 +166,21 @@ class ProcessCpu:
     def ns(self) -> int:
         """CPU nanoseconds used so far (since this meter was made, when exact)."""
         if self.group is not None:
-            for line in (self.group / "cpu.stat").read_text().splitlines():
-                if line.startswith("usage_usec "):
-                    return int(line.split()[1]) * 1000
+            return self.split()[0]
         total = 0
         for task in Path(f"/proc/{self.pid}/task").glob("*/schedstat"):
             with contextlib.suppress(OSError, ValueError, IndexError):
                 total += int(task.read_text().split()[0])
         return total
+
+    def split(self) -> tuple[int, int, int]:
+        """CPU nanoseconds so far: (all, user, system). Exact meters only; the kernel
+        splits its exact total by sampled ticks, so the split is good over many calls
+        (a second or more), not for one."""
+        assert self.group is not None, "no cgroup v2: no user/system split"
+        stat = dict(line.split() for line in (self.group / "cpu.stat").read_text().splitlines())
+        return (int(stat["usage_usec"]) * 1000, int(stat["user_usec"]) * 1000,
+                int(stat["system_usec"]) * 1000)
 
     def close(self) -> None:
         """Move whatever still runs in the cgroup back to the root one, and remove it."""
@@ -150,3 +197,51 @@ class ProcessCpu:
         with contextlib.suppress(OSError):
             self.group.rmdir()
         self.group = None
+
+
+class ThreadCpu:
+    """The CPU time of the calling thread (user and system): what a call made in this
+    thread costs, e.g. a baseline's system calls."""
+
+    def ns(self) -> int:
+        return time.thread_time_ns()
+
+    def split(self) -> tuple[int, int, int]:
+        """As `ProcessCpu.split`, for this thread (user and system sampled by ticks)."""
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
+        return (time.thread_time_ns(), int(usage.ru_utime * 1e9), int(usage.ru_stime * 1e9))
+
+
+class MachineLoad:
+    """How busy the machine was between `__init__` and `report`: the load averages at
+    both ends and the CPUs that every process used (from /proc/stat), so that a run on a
+    machine shared with others says so."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.loadavg = _loadavg()
+        self.busy = _busy_seconds()
+
+    def report(self, ours: float | None = None) -> str:
+        """One line; ``ours``: the CPU seconds the benchmark's own processes used
+        meanwhile, to tell the others' share apart."""
+        elapsed = time.monotonic() - self.started
+        busy = _busy_seconds() - self.busy
+        line = (f"machine: {os.cpu_count()} CPUs; load average {self.loadavg} at the start, "
+                f"{_loadavg()} at the end; {busy / elapsed:.2f} CPUs busy over "
+                f"{elapsed:.0f} s")
+        if ours is not None:
+            line += (f", of which this benchmark {ours / elapsed:.2f} and others "
+                     f"{max(0.0, busy - ours) / elapsed:.2f}")
+        return line
+
+
+def _loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def _busy_seconds() -> float:
+    """CPU seconds spent by all CPUs outside idle and iowait since boot."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,34 @@ def plant(path: Path, data: bytes | str = b"") -> Path:
 def scaled(seconds: float) -> float:
     """A wait budget of ``seconds`` on a developer's machine, stretched by SLOWDOWN."""
     return seconds * SLOWDOWN
+
+
+class Acks:
+    """A count of acknowledged changes that threads add to and a test waits on: a
+    storm is stopped (a daemon killed, a phase ended) once it has made a number of
+    changes, never after a time, so that a slow machine makes the same number."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self.count = 0
+
+    def add(self) -> None:
+        with self._changed:
+            self.count += 1
+            self._changed.notify_all()
+
+    def wait_for(self, count: int, *, alive: Callable[[], bool] = lambda: True,
+                 seconds: float = 120) -> None:
+        """Until ``count`` changes were acknowledged in all. Fails the test if
+        ``alive()`` turns false first (the writers stopped) or after ``scaled(seconds)``
+        (a budget for a hung storm, not a measure of speed)."""
+        deadline = time.monotonic() + scaled(seconds)
+        with self._changed:
+            while self.count < count:
+                assert alive(), f"the writers stopped after {self.count} of {count} changes"
+                left = deadline - time.monotonic()
+                assert left > 0, f"only {self.count} of {count} changes after {scaled(seconds)} s"
+                self._changed.wait(min(left, 0.1))  # alive() is asked again each 0.1 s
 
 
 def toml_value(value: Any) -> str:
@@ -200,9 +228,13 @@ class Daemon:
     def __init__(self, config: Mapping[str, Any], *, mount: bool = False,
                  config_path: Path | None = None, nofile: tuple[int, int] | None = None,
                  wrapper: Sequence[str] = (), env: Mapping[str, str] | None = None,
-                 user: str | None = None, await_mount: bool = False) -> None:
+                 user: str | None = None, await_mount: bool = False,
+                 args: Sequence[str] | None = None) -> None:
         """``await_mount``: ``memfs serve --await-mount`` (the system service's: root
         must mount it with ``memfs attach``; ready once the socket answers).
+        ``args``: ``memfs serve``'s arguments instead of ``--config FILE`` (e.g.
+        ``--demo``); ``config`` then says only where its socket is (and whether it has
+        ``[http]``).
         ``nofile``: start the daemon with this (soft, hard) RLIMIT_NOFILE.
         ``wrapper``: argv run in front of ``memfs serve`` (e.g. nsenter into a network
         namespace); it must exec the daemon so that its pid is the daemon's.
@@ -222,9 +254,10 @@ class Daemon:
         self._log_start = 0
         self.env = dict(env or {})  # added to the daemon's environment
         self.user = user
+        self.args = ["--config", str(self.config_path)] if args is None else list(args)
 
     def start(self, timeout: float = 120.0) -> Daemon:
-        argv = [*self.wrapper, *MEMFS, "serve", "--config", str(self.config_path)]
+        argv = [*self.wrapper, *MEMFS, "serve", *self.args]
         if self.await_mount:
             argv.append("--await-mount")
         elif not self.mount:

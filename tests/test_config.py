@@ -61,12 +61,64 @@ def test_good_config_and_defaults() -> None:
         (with_(limits={"jail_queue_seconds": 61}), "limits.jail_queue_seconds"),
         (with_(limits={"max_connections_per_uid": 0}), "limits.max_connections_per_uid"),
         (with_(limits={"fd_reserve": 10}), "limits.fd_reserve"),
+        (with_(stores={"a": {"mirror": "https://bob:s3cret@example.org/a.git"}}),
+         "stores.a.mirror: a mirror URL holds no password"),
+        (with_(stores={"a": {"mirror": "backups/a.git"}}), "stores.a.mirror: mirror URL "
+         "'backups/a.git': give an absolute path"),
+        (with_(stores={"a": {"mirror": "ext::sh -c touch% /tmp/x"}}), "stores.a.mirror"),
+        (with_(stores={"a": {"mirror": "fd::3"}}), "TRANSPORT::ADDRESS form is refused"),
+        (with_(stores={"a": {"mirror": "--upload-pack=touch /tmp/x"}}), "stores.a.mirror"),
+        (with_(stores={"a": {"mirror": "ftp://example.org/a.git"}}), "scheme 'ftp'"),
+        (with_(stores={"a": {"mirror": "file://host/srv/a.git"}}), "file:///ABSOLUTE/PATH"),
+        (with_(stores={"a": {"mirror": ["/srv/a.git", "/srv/a.git"]}}), "given twice"),
+        (with_(stores={"a": {"mirror": "/srv/a.git", "history": False}}),
+         "stores.a.mirror: a mirror receives the store's history, and this store has "
+         "history = false"),
     ],
 )
 def test_bad_configs_name_the_key(data: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_config(data)
     assert fragment in str(caught.value)
+
+
+def test_mirrors_take_every_url_git_takes() -> None:
+    urls = ["file:///srv/a.git", "/srv/a.git", "ssh://git@example.org:2222/a.git",
+            "git@example.org:memfs/a.git", "git://example.org/a.git",
+            "https://bob@example.org/a.git", "http://[::1]:8080/a.git"]
+    config = parse_config(with_(stores={**GOOD["stores"], "a": {"mirror": urls},
+                                        "b": {"mirror": urls[0]}, "c": {}}))
+    assert config.stores["a"].mirrors == tuple(urls)
+    assert config.stores["b"].mirrors == ("file:///srv/a.git",)
+    assert config.stores["c"].mirrors == ()
+
+
+def test_every_mistake_is_reported_at_once(tmp_path: Path) -> None:
+    """An unknown key does not hide a store typo, nor a bad value a duplicate uid: one
+    run of the config tells every mistake, each naming its key."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text('root = "/srv/m"\ncolour = "blue"\nmount = "/srv/m/mnt"\n'
+                   '[stores.payments]\nhistory = "maybe"\n'
+                   '[agents.oncall]\nuid = 7\nstores = { paymnts = "read" }\n'
+                   '[agents.reviewer]\nuid = 7\nshoe = 1\n'
+                   '[limits]\nmax_jail_runs = 0\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(bad)
+    lines = str(caught.value).splitlines()
+    assert lines[0] == f"config {bad} is invalid:"
+    expected = [
+        "colour: unknown key",
+        "stores.payments.history: Input should be a valid boolean",
+        "agents.reviewer.shoe: unknown key",
+        "limits.max_jail_runs: Input should be greater than or equal to 1",
+        "agents.oncall.stores.paymnts: no such store (defined: payments)",
+        "agents.reviewer.uid: uid 7 is already used by agent 'oncall'; each agent needs its "
+        "own uid",
+        "mount: must not be inside root",
+    ]
+    for problem in expected:
+        assert sum(line.strip().startswith(problem) for line in lines) == 1, (problem, lines)
+    assert len(lines) == 1 + len(expected), lines
 
 
 def test_load_config_errors(tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ import jail.errors
 import memfs.memory.errors
 import memfs.store.errors
 import memfs.store.history
+import memfs.store.mirror
+import memfs.store.restore
 from control import protocol as p
 from control.client import client as c
 from control.http.openapi import document
@@ -29,14 +31,14 @@ from jail.errors import (
     JailError,
     JailLimit,
     JailUnavailable,
-    StoreNotReadable,
     ToolFailed,
 )
 from memfs import cli
 from memfs.errors import ERRORS, EXIT_ERROR, MemfsError
-from memfs.memory.errors import AlreadyExists, LeaseHeld, LeaseLost
+from memfs.memory.errors import AlreadyExists, Closed, LeaseHeld, LeaseLost
 from memfs.store.errors import (
     AgentRequired,
+    ConditionFailed,
     Conflict,
     InvalidInput,
     LastWrite,
@@ -46,6 +48,8 @@ from memfs.store.errors import (
     TooLarge,
 )
 from memfs.store.history import HistoryError, HistoryFull
+from memfs.store.mirror import MirrorFailed
+from memfs.store.restore import RestoreError
 from tests.support import REPO
 
 README = " ".join((REPO / "README.md").read_text().split())
@@ -71,10 +75,10 @@ CLIENT_CODES = [*PROTOCOL_CODES, "connection"]
 
 
 def _readme_exit_codes() -> dict[str, int]:
-    """"## CLI": "**Exit codes**: 0 ok, 1 other error (...), 2 ..., 6 no space (...)." A
+    """"## CLI": "**Exit codes**: 0 ok, 1 other error (...), 2 ..., 7 mirror failed (...)." A
     code named in an item (as `code` or in words) exits with its number; a code named
     in none is an "other error" (1)."""
-    items = re.split(r", (?=\**\d )", _readme_span("**Exit codes**:", "freed).")
+    items = re.split(r", (?=\**\d )", _readme_span("**Exit codes**:", "unchanged).")
                      .removeprefix("**Exit codes**: "))
     exits: dict[str, int] = {}
     for item in items:
@@ -91,10 +95,11 @@ README_EXIT = _readme_exit_codes()
 
 def test_readme_names_what_these_tests_read() -> None:
     """Guards the parsing above: each list README gives was found, and whole."""
-    assert PROTOCOL_CODES[0] == "conflict" and len(PROTOCOL_CODES) == 10
+    assert PROTOCOL_CODES[0] == "conflict" and len(PROTOCOL_CODES) == 12
     assert HTTP_STATUS["conflict"] == HTTP_STATUS["lease_lost"] == 409
     assert HTTP_STATUS["unauthenticated"] == 401 and HTTP_STATUS["internal"] == 500
     assert README_EXIT["lease_held"] == 3 and README_EXIT["no_space"] == 6
+    assert README_EXIT["mirror_failed"] == 7
     assert README_EXIT["busy"] == README_EXIT["connection"] == 1
 
 
@@ -140,24 +145,29 @@ RAISED: list[tuple[BaseException, str | None]] = [
     (NotFound("no such file"), "not_found"),
     (NoSpace("the disk is full"), "no_space"),
     (Conflict("notes/a.md", "ab" * 32, "cd" * 32, LAST, "alice"), "conflict"),
+    # a failed If-Match / If-None-Match: a conflict, which HTTP answers 412
+    (ConditionFailed("notes/a.md", "ab" * 32, "cd" * 32, LAST, "alice"), "conflict"),
     (LeaseHeld("t1", "bob", "2026-01-01T00:00:00Z"), "lease_held"),
     (LeaseLost("t1", "lost it", "bob"), "lease_lost"),
     (AlreadyExists("task t1 exists"), "conflict"),  # a taken name, as a file created first
+    (Closed("task t1 is done"), "closed"),  # "3 conflict (also ... `closed`)"
     (HistoryError("the repository is corrupt"), None),  # rebuilt at start: internal
     (HistoryFull("no space for history"), "no_space"),
     (JailError("the launcher died"), None),
     (JailUnavailable("no Landlock"), "internal"),
     (BadArguments("rg flag --pre refused"), "invalid"),  # "refused rg flag or sed script"
-    (StoreNotReadable("secret"), "invalid"),  # the dispatcher makes it permission_denied
     (JailLimit("timed out"), "invalid"),
     (JailBusy("4 runs at once"), "busy"),  # "a limit ... (jailed tool runs) is reached"
     (ToolFailed("rg exited 2", 2, "oops"), "invalid"),
+    (MirrorFailed("store notes: mirror /srv/notes.git is down", []), "mirror_failed"),
+    (RestoreError("cannot write a.md"), None),  # at start only: the daemon does not start
 ]
 
 
 def test_every_exception_raised_on_purpose_is_sampled_above() -> None:
     defined = {
         value for module in (memfs.store.errors, memfs.memory.errors, memfs.store.history,
+                             memfs.store.mirror, memfs.store.restore,
                              jail.errors)
         for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, BaseException)
@@ -260,6 +270,8 @@ MODEL_TEXT = {
                 "operator, then retry. (M)",
     "internal": "memfs internal error: M",
     "connection": "memfs is unreachable: M",
+    "mirror_failed": "A mirror push failed: M. The memory itself is unchanged; tell the "
+                     "operator.",
 }
 
 

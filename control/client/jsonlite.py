@@ -47,6 +47,10 @@ if _json is not None:
         """Compact JSON, non-ASCII kept as is (like ``json.dumps(ensure_ascii=False)``)."""
         return "".join(_encoder(value, 0))
 
+    def string_length(text: str) -> int:
+        """Characters of ``text`` as a JSON string by `dumps` (quotes included)."""
+        return len(_json.encode_basestring(text))
+
     def loads(text: str) -> Any:
         """Parse one JSON document; raises ValueError when it is not valid JSON."""
         try:
@@ -62,6 +66,9 @@ else:  # pragma: no cover
 
     def dumps(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+    def string_length(text: str) -> int:
+        return len(json.dumps(text, ensure_ascii=False))
 
     def loads(text: str) -> Any:
         return json.loads(text)

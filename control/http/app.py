@@ -3,7 +3,8 @@ server (control/http/server.py) inside ``memfs serve``'s nursery, on the daemon'
 own Dispatcher (no second process, no second engine).
 
 Routes: ``/healthz`` and ``/v1/openapi.json`` (public), REST ``/v1/...``
-(control/http/files.py, control/http/op_routes.py), MCP at ``/mcp`` (control/http/mcp.py),
+(control/http/files.py, control/http/op_routes.py), MCP at ``/mcp`` (control/http/mcp.py;
+its Host and Origin checked first, control/http/origins.py),
 ``/metrics`` (control/http/metrics.py; public only with ``[http] public_metrics``), and the
 read-only web view at ``/ui/`` (control/http/web/), whose pages take a sign-in cookie
 opened with a token instead of the header. Everything else needs ``Authorization:
@@ -27,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from control.http import files, op_routes
@@ -35,8 +36,10 @@ from control.http.auth import BearerAuth
 from control.http.mcp import McpEndpoint
 from control.http.metrics import CONTENT_TYPE, Metrics
 from control.http.openapi import document
+from control.http.origins import OriginCheck
 from control.http.problems import problem
 from control.http.server import HttpLimits, HttpServer
+from control.http.web.app import Hardened
 from control.http.web.app import build as build_web
 from control.http.web.live import CommitFeed
 from control.ops.dispatcher import Dispatcher
@@ -45,6 +48,7 @@ from memfs.config import HttpConfig
 
 log = logging.getLogger("memfs.http")
 PUBLIC = frozenset({"/healthz", "/v1/openapi.json"})
+MCP = "/mcp"  # Host and Origin checked (control/http/origins.py)
 WEB = "/ui"  # the web view: its own sign-in (control/http/web/signin.py), not the header
 
 
@@ -100,8 +104,9 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
                        "/v1/openapi.json)")
 
     async def not_allowed(request: Request, _: Exception) -> Response:
+        allowed = ", ".join(allowed_methods(routes, request.scope["path"]))
         return problem("method_not_allowed", f"{request.method} is not allowed on "
-                       f"{request.url.path}")
+                       f"{request.url.path} (allowed: {allowed})", headers={"Allow": allowed})
 
     async def http_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
@@ -117,23 +122,37 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
     def no_header(path: str) -> bool:
         return path in public or path == WEB or path.startswith(f"{WEB}/")
 
-    middleware = [Middleware(BearerAuth, tokens=dispatcher.tokens,
+    # Host and Origin first (MCP's transport rules: 403 for a page of another site,
+    # token or not), then the bearer token
+    middleware = [Middleware(OriginCheck, http=http, paths={MCP}),
+                  Middleware(BearerAuth, tokens=dispatcher.tokens,
                              agents=dispatcher.engine.agents, public=no_header)]
     if metrics is not None:
         middleware.insert(0, Middleware(_Counting, metrics=metrics))
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/v1/openapi.json", openapi, methods=["GET"]),
         Route("/metrics", metrics_text, methods=["GET"]),
-        Route("/mcp", mcp),
+        Route(MCP, mcp),
         *files.routes(api),
         *op_routes.routes(api),
-        Route(WEB, lambda _: RedirectResponse(f"{WEB}/", 308), methods=["GET", "HEAD"]),
+        # the web view's own address without its slash: a web answer, so hardened too
+        Route(WEB, Hardened(RedirectResponse(f"{WEB}/", 308)), methods=["GET", "HEAD"]),
         Mount(WEB, build_web(dispatcher, feed)),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                      exception_handlers={404: not_found, 405: not_allowed,
                                          HTTPException: http_error})
+
+
+def allowed_methods(routes: list[BaseRoute], path: str) -> list[str]:
+    """Every method some route of ``path`` takes (RFC 9110 section 15.5.6: a 405 names
+    them all in Allow; several routes may share one path, a method each)."""
+    found: set[str] = set()
+    for route in routes:
+        if isinstance(route, Route) and route.methods and route.path_regex.match(path):
+            found |= route.methods
+    return sorted(found)
 
 
 @dataclass

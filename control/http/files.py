@@ -3,18 +3,25 @@ the socket decodes (control/ops/registry.py) and hands it to ``Dispatcher.execut
 worker thread, for the agent of the bearer token (control/http/auth.py); no second
 dispatch. Errors are problem details (control/http/problems.py).
 
+``/v1/search``: jailed ripgrep (``pattern`` or ``arg``); with ``q``, ranked recall
+(control/http/recall.py).
+
 Files, as ``/v1/stores/{store}/files/{path}``:
 
 * ``GET``: the raw bytes (a ``read``: the version is recorded as seen, exactly like a
   socket read; a missing file records that too), ``ETag`` = the blake3 digest in
-  quotes; ``If-None-Match`` with that tag gives 304 (still a read). ``?at=REV``: the
-  file as it was at REV (a ``show``: records nothing). ``HEAD``: a ``stat``.
+  quotes; an ``If-None-Match`` that names it (or ``*``) gives 304 (still a read).
+  ``?at=REV``: the file as it was at REV (a ``show``: records nothing). ``HEAD``: a
+  ``stat`` (records nothing), with the headers of the GET (304 alike).
 * ``PUT`` (raw body): replace or create, version-checked against the agent's record
-  like every write; ``If-Match: "DIGEST"`` is sent as ``expect`` (mismatch: 412),
-  ``If-None-Match: *`` as ``expect: absent`` (create only; the file exists: 412);
-  ``?force=true`` skips every check (and takes no precondition). 201 when created.
+  like every write; ``?force=true`` skips that check. 201 when created.
 * ``PATCH`` with JSON ``{"append": TEXT}`` or ``{"sed": [SCRIPT, ...]}`` (and
-  ``"force"``), ``DELETE``: ``If-Match`` as for ``PUT``.
+  ``"force"``), ``DELETE``.
+
+Every change takes ``If-Match`` and ``If-None-Match`` (control/http/preconditions.py),
+checked by the engine under the store lock, in addition to the agent's record (also
+with ``force``, which skips only the record): one that does not hold is 412 and changes
+nothing.
 """
 
 from __future__ import annotations
@@ -22,9 +29,9 @@ from __future__ import annotations
 import collections
 import functools
 import mimetypes
-import re
 from email.utils import formatdate
 from typing import Any
+from urllib.parse import quote
 
 import anyio.to_thread
 import blake3
@@ -33,20 +40,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from control import protocol as p
-from control.http.problems import (
-    PreconditionFailed,
-    Problem,
-    flag,
-    guarded,
-    json_object,
-    query,
-    read_body,
-)
+from control.http import preconditions
+from control.http.problems import Problem, flag, guarded, json_object, query, read_body
+from control.http.recall import recall, wants_recall
 from control.ops.dispatcher import Dispatcher
 from control.socket.server import max_line_bytes
-from memfs.store.errors import Conflict
-
-_ETAG = re.compile(r'^(?:W/)?"([0-9a-f]{64})"$|^([0-9a-f]{64})$')
 
 
 def agent_of(request: Request) -> str:
@@ -73,27 +71,31 @@ class Api:
         # path -> size at its last read or write here (an LRU): which reads are small
         self._sizes: collections.OrderedDict[str, int] = collections.OrderedDict()
 
-    def _run(self, agent: str, op: str, fields: dict[str, Any], lax: bool) -> dict[str, Any]:
-        return self.dispatcher.run(agent, op, fields, lax=lax)
+    def _run(self, agent: str, op: str, fields: dict[str, Any], lax: bool,
+             precondition: preconditions.Precondition | None) -> dict[str, Any]:
+        return self.dispatcher.run(agent, op, fields, lax=lax, precondition=precondition)
 
     async def execute(self, request: Request, op: str, fields: dict[str, Any], *,
-                      lax: bool = False) -> dict[str, Any]:
+                      lax: bool = False, conditional: bool = False) -> dict[str, Any]:
         """Build the ``op`` request from ``fields`` (``lax``: query-string text) and
         carry it out for the token's agent in a worker thread (never abandoned: a
-        commit that started finishes). Raises what the Dispatcher raises.
+        commit that started finishes); ``conditional``: the request's If-Match and
+        If-None-Match must hold for the file it changes. Raises what the Dispatcher
+        raises (ConditionFailed: a precondition did not hold).
 
         A read of a file last seen here at most INLINE_READ_LIMIT bytes runs on the
         event loop instead, like the mount's opens of small files: the thread hop
         would cost more than the read (a file that grew meanwhile is read inline
         once, then goes back to the thread)."""
         agent = agent_of(request)
+        condition = preconditions.of(request.headers) if conditional else None
         path = fields.get("path")
         known = self._sizes.get(path) if op == "read" and isinstance(path, str) else None
         if known is not None and known <= INLINE_READ_LIMIT:
-            result = self._run(agent, op, fields, lax)
+            result = self._run(agent, op, fields, lax, condition)
         else:
             result = await anyio.to_thread.run_sync(
-                functools.partial(self._run, agent, op, fields, lax))
+                functools.partial(self._run, agent, op, fields, lax, condition))
         if op in ("read", "stat", "write") and isinstance(path, str) and \
                 isinstance(result.get("size"), int):
             self._sizes[path] = result["size"]
@@ -101,6 +103,12 @@ class Api:
             if len(self._sizes) > SIZES_KEPT:
                 self._sizes.popitem(last=False)
         return result
+
+
+def location(request: Request) -> str:
+    """The request's own path as a header carries it: percent-encoded UTF-8 (RFC 3986),
+    so that any name (``日本語.md``, ``a b%c.md``) gives a valid, ASCII header."""
+    return quote(request.scope["path"], safe="/")
 
 
 def _file_path(request: Request) -> str:
@@ -111,43 +119,13 @@ def _tag(digest: str) -> str:
     return f'"{digest}"'
 
 
-def _one_tag(value: str, header: str) -> str:
-    match = _ETAG.match(value.strip())
-    if match is None:
-        raise p.ProtocolError("invalid", f"{header} takes one quoted digest, e.g. "
-                              f'"{"0" * 8}...", as given by ETag; got {value[:80]!r}')
-    return match.group(1) or match.group(2)
-
-
-def preconditions(request: Request, force: bool) -> str | None:
-    """``expect`` from If-Match ("DIGEST") or If-None-Match (*: create only)."""
-    if_match = request.headers.get("if-match")
-    if_none = request.headers.get("if-none-match")
-    if if_match is not None and if_none is not None:
-        raise p.ProtocolError("invalid", "give If-Match or If-None-Match, not both")
-    if force and (if_match is not None or if_none is not None):
-        raise p.ProtocolError("invalid", "force=true skips every version check: drop it, or "
-                              "drop If-Match / If-None-Match")
-    if if_match is not None:
-        return _one_tag(if_match, "If-Match")
-    if if_none is not None:
-        if if_none.strip() != "*":
-            raise p.ProtocolError("invalid", "a write takes If-None-Match: * (create only)")
-        return "absent"
-    return None
-
-
-async def versioned(api: Api, request: Request, op: str, fields: dict[str, Any],
-                    expect: str | None) -> dict[str, Any]:
-    """Carry out a version-checked write; a conflict that the request's own
-    precondition caused (If-Match not current, If-None-Match: * on an existing file)
-    becomes PreconditionFailed (412)."""
-    try:
-        return await api.execute(request, op, {**fields, "expect": expect})
-    except Conflict as error:
-        if expect is not None and error.current != (None if expect == "absent" else expect):
-            raise PreconditionFailed() from error
-        raise
+def not_modified(request: Request, digest: str) -> bool:
+    """Whether a GET or HEAD of the version ``digest`` is answered 304: its
+    If-None-Match names it (weakly) or is ``*``; raises ProtocolError when it is
+    malformed."""
+    value = request.headers.get("if-none-match")
+    return value is not None and not preconditions.if_none_match_holds(
+        preconditions.parse(value, "If-None-Match"), digest)
 
 
 def _committed(result: dict[str, Any]) -> JSONResponse:
@@ -192,8 +170,12 @@ def routes(api: Api) -> list[Route]:
         if request.method == "HEAD":
             query(request, {})
             info = await api.execute(request, "stat", {"path": path})
-            return Response(headers={**_version_headers(info),
-                                     "Content-Length": str(info["size"])})
+            headers = _version_headers(info)
+            if not_modified(request, info["digest"]):
+                return Response(status_code=304, headers=headers)
+            # the headers a GET would send, without the body
+            return Response(headers={**headers, "Content-Length": str(info["size"])},
+                            media_type=_media_type(path))
         at = query(request, {"at": "rev"}).get("rev")
         if at is not None:
             shown = await api.execute(request, "show", {"path": path, "rev": at,
@@ -204,22 +186,20 @@ def routes(api: Api) -> list[Route]:
             return Response(data, headers=headers, media_type=_media_type(path))
         result = await api.execute(request, "read", {"path": path, "encoding": "bytes"})
         headers = _version_headers(result)
-        if_none = request.headers.get("if-none-match")
-        if if_none is not None and (if_none.strip() == "*" or result["digest"] in if_none):
+        if not_modified(request, result["digest"]):
             return Response(status_code=304, headers=headers)
         return Response(result["content"], headers=headers, media_type=_media_type(path))
 
     @guarded
     async def put_file(request: Request) -> Response:
         force = flag(query(request, {"force": "force"}).get("force"), "force")
-        expect = preconditions(request, force)
         body = await read_body(request, api.max_file)
-        result = await versioned(api, request, "write",
-                                 {"path": _file_path(request), "force": force, "content": body},
-                                 expect)
+        result = await api.execute(request, "write", {"path": _file_path(request),
+                                                      "force": force, "content": body},
+                                   conditional=True)
         response = _committed(result)
         if result.get("created"):
-            response.headers["Location"] = request.url.path
+            response.headers["Location"] = location(request)
         return response
 
     @guarded
@@ -235,39 +215,38 @@ def routes(api: Api) -> list[Route]:
             raise p.ProtocolError("invalid", "force must be true or false")
         fields: dict[str, Any] = {"path": _file_path(request), "force": force}
         if "append" in edit:
-            if request.headers.get("if-match") or request.headers.get("if-none-match"):
-                raise p.ProtocolError("invalid", "an append needs no version: it never "
-                                      "loses data; drop If-Match / If-None-Match")
             fields.update(content=edit["append"], append=True)
-            return _committed(await api.execute(request, "write", fields))
-        sed = edit["sed"]
-        fields["sed"] = [sed] if isinstance(sed, str) else sed
-        expect = preconditions(request, force)
-        if expect == "absent":
-            raise p.ProtocolError("invalid", "a sed edit needs an existing file: drop "
-                                  "If-None-Match")
-        return _committed(await versioned(api, request, "write", fields, expect))
+        else:
+            sed = edit["sed"]
+            fields["sed"] = [sed] if isinstance(sed, str) else sed
+        return _committed(await api.execute(request, "write", fields, conditional=True))
 
     @guarded
     async def delete_file(request: Request) -> Response:
         force = flag(query(request, {"force": "force"}).get("force"), "force")
-        expect = preconditions(request, force)
-        if expect == "absent":
-            raise p.ProtocolError("invalid", "a delete takes If-Match, not If-None-Match")
-        result = await versioned(api, request, "delete",
-                                 {"path": _file_path(request), "force": force}, expect)
+        result = await api.execute(request, "delete", {"path": _file_path(request),
+                                                       "force": force}, conditional=True)
         return JSONResponse(result)
 
     @guarded
     async def search(request: Request) -> Response:
+        if wants_recall(request):  # ?q=: ranked recall, not ripgrep
+            return await recall(api, request)
         fields = query(request, {"pattern": "pattern", "flag": "flags", "path": "paths",
                                  "arg": "args"},
                        repeated=frozenset({"flag", "path", "arg"}))
-        if ("pattern" in fields) == ("args" in fields):
+        # pattern (with flag and path) xor arg: the OpenAPI document says it (oneOf)
+        if "args" in fields:
+            if set(fields) != {"args"}:
+                raise p.ProtocolError("invalid", "arg parameters are a whole rg command "
+                                      "line: give no pattern, flag or path with them")
+            args = fields["args"]
+        elif "pattern" in fields:
+            args = [*fields.get("flags", []), "--regexp", fields["pattern"], "--",
+                    *fields.get("paths", [])]
+        else:
             raise p.ProtocolError("invalid", "give pattern (with optional flag and path "
                                   "parameters) or arg parameters (a whole rg command line)")
-        args = fields.get("args") or [*fields.get("flags", []), "--regexp",
-                                       fields["pattern"], "--", *fields.get("paths", [])]
         return JSONResponse(await api.execute(request, "search", {"args": args}))
 
     file_path = "/v1/stores/{store}/files/{path:path}"

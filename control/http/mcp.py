@@ -140,9 +140,9 @@ class McpEndpoint:
         instructions = instructions_for(self.tools_for(agent))
         server = build_server(cast(AgentTools, SessionTools()), instructions,
                               local_files=False)
-        # Host and Origin checks guard unauthenticated local servers against DNS
-        # rebinding; here every request needs a bearer token, and the listener may
-        # have any name.
+        # Host and Origin are checked in front of the bearer token by
+        # control/http/origins.py (a problem+json 403, its log rate-limited); the SDK's
+        # own check would answer in plain text and log every refusal.
         server.streamable_http_app(
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             max_request_body_size=self.max_body, session_idle_timeout=SESSION_IDLE_SECONDS,

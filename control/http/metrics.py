@@ -13,7 +13,9 @@ One private registry per daemon (never the library's global one). What is counte
   requests by status and in flight, MCP sessions served over HTTP;
 * the disk: whether a request was refused because the memory's disk is full
   (``memfs_disk_full``, until a change lands again), and the bytes available on the
-  root's file system, read at scrape time.
+  root's file system, read at scrape time;
+* each store's mirrors (memfs/store/mirror.py), read at scrape time: state, last
+  success, commits behind, and this daemon's pushes by outcome.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from control.ops.dispatcher import Dispatcher, describe
 from control.protocol.base import BaseRequest
 from control.socket.server import ControlServer
 from memfs.fuse import stats as fuse_stats
+from memfs.store.engine import Precondition
+from memfs.store.mirror import STATES, Mirrors, shown
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -99,6 +103,10 @@ class Metrics:
         """Report the bytes available on ``root``'s file system at every scrape."""
         self.registry.register(_Disk(root))
 
+    def watch_mirrors(self, mirrors: Mirrors) -> None:
+        """Report each store's mirrors at every scrape."""
+        self.registry.register(_Mirrors(mirrors))
+
     def jail_run(self, tool: str, seconds: float, completed: bool) -> None:
         self.jail_runs.labels(tool, "ok" if completed else "error").inc()
         self.jail_seconds.labels(tool).observe(seconds)
@@ -153,6 +161,39 @@ class _Disk(Collector):
         yield available
 
 
+class _Mirrors(Collector):
+    """Each mirror of each store, labelled ``store`` and ``mirror`` (its URL, without
+    secrets)."""
+
+    def __init__(self, mirrors: Mirrors) -> None:
+        self.mirrors = mirrors
+
+    def collect(self) -> Iterator[Any]:
+        labels = ["store", "mirror"]
+        success = GaugeMetricFamily(
+            "memfs_mirror_last_success_timestamp_seconds", "When a push last brought the "
+            "mirror up to date (epoch seconds; 0: never)", labels=labels)
+        behind = GaugeMetricFamily(
+            "memfs_mirror_commits_behind", "Commits on the store's main that the mirror's "
+            "main lacks, as last known", labels=labels)
+        state = GaugeMetricFamily(
+            "memfs_mirror_state", "1 for the mirror's state (ok, pending, down, diverged, "
+            "refused), 0 for the others", labels=[*labels, "state"])
+        pushes = CounterMetricFamily("memfs_mirror_pushes", "Pushes by this daemon, by "
+                                     "outcome", labels=[*labels, "outcome"])
+        stores = self.mirrors.stores
+        for status in self.mirrors.status(sorted(stores)):
+            where = [status.store, status.url]
+            success.add_metric(where, status.last_success or 0.0)
+            behind.add_metric(where, status.commits_behind)
+            for name in STATES:
+                state.add_metric([*where, name], 1.0 if status.state == name else 0.0)
+        for store, mirror in sorted(stores.items()):
+            for (url, outcome), count in sorted(mirror.outcomes().items()):
+                pushes.add_metric([store, shown(url), outcome], count)
+        yield from (success, behind, state, pushes)
+
+
 class _Fuse(Collector):
     """FUSE requests from the mount's own counters, read at scrape time."""
 
@@ -187,10 +228,12 @@ class MeasuredDispatcher(Dispatcher):
         self.engine.commit_listeners.append(metrics.change_landed)
 
     def execute(self, agent: str, request: BaseRequest, *, delegate: bool = False,
-                uid: int | None = None) -> dict[str, Any]:
+                uid: int | None = None, precondition: Precondition | None = None
+                ) -> dict[str, Any]:
         start = time.perf_counter()
         try:
-            result = super().execute(agent, request, delegate=delegate, uid=uid)
+            result = super().execute(agent, request, delegate=delegate, uid=uid,
+                                     precondition=precondition)
         except Exception as error:
             described = describe(error)
             outcome = "internal" if described is None else described[0]

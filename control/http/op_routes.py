@@ -11,18 +11,21 @@ path parameters, then the query string (lax: text to int or bool) or the JSON bo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from control import protocol as p
-from control.http.files import Api, preconditions, versioned
-from control.http.problems import guarded, json_object, query
+from control.http.files import Api, agent_of
+from control.http.problems import Problem, guarded, json_object, query
 from control.ops import registry
+from control.ops.memory import MemoryRequest
 from control.ops.registry import RESERVED_FIELDS, Adjust
 
 
@@ -35,7 +38,7 @@ class Operation:
     status: int = 200
     renames: dict[str, str] = field(default_factory=dict)  # REST name -> model field
     adjust: Adjust | None = None  # turns the gathered fields into the model's
-    if_match: bool = False  # If-Match becomes ``expect`` (a version-checked write)
+    conditional: bool = False  # If-Match / If-None-Match hold for the path's file
 
     @property
     def source(self) -> Literal["query", "body"]:
@@ -60,7 +63,7 @@ def operations() -> list[Operation]:
     """An endpoint per op that declares one (its `Rest`), in declaration order."""
     return [Operation(declared.rest.method, declared.rest.path, name, declared.summary,
                       declared.rest.status, dict(declared.rest.renames), declared.rest.adjust,
-                      declared.rest.if_match)
+                      declared.rest.conditional)
             for name, declared in registry.ops().items() if declared.rest is not None]
 
 
@@ -77,25 +80,63 @@ def _gather(operation: Operation, request: Request, given: dict[str, Any]) -> di
     return operation.adjust(fields) if operation.adjust else fields
 
 
+@functools.cache
+def _param_check(op: str, name: str) -> TypeAdapter[Any] | None:
+    """The rules of the model field a path parameter fills (None: it fills none)."""
+    info = registry.op(op).request.model_fields.get(name)
+    if info is None or info.annotation is None:
+        return None
+    if not info.metadata:
+        return TypeAdapter(info.annotation)
+    return TypeAdapter(Annotated[info.annotation, *info.metadata])  # type: ignore[arg-type]
+
+
+def _named_resources(operation: Operation, request: Request) -> None:
+    """A path parameter that no id, name or store can be names no resource: 404 (the
+    same value in a body or on the socket is a bad request)."""
+    for name in operation.params():
+        check = _param_check(operation.op, name)
+        value = request.path_params.get(name)
+        if check is None or value is None:
+            continue
+        try:
+            check.validate_python(value)
+        except ValidationError as error:
+            reason = error.errors()[0]["msg"].removeprefix("Value error, ")
+            raise Problem("not_found", f"no {name} {value!r} ({reason})") from None
+
+
+def _structured(api: Api, request: Request) -> None:
+    """The sessions, tasks, decisions and brief of a store that keeps none are no
+    resource: 404 (over the socket the same request is invalid: it names no URL)."""
+    name = str(request.path_params.get("store"))
+    spec = api.config.stores.get(name)
+    if spec is not None and not spec.structured:
+        api.dispatcher.engine.check_access(agent_of(request), name)  # 403 comes first
+        raise Problem("not_found", f"store {name} is not structured: it keeps no sessions, "
+                      "tasks or decisions")
+
+
 def routes(api: Api) -> list[Route]:
     """A route per operation of the table."""
 
     def endpoint(operation: Operation) -> Callable[[Request], Any]:
         allowed = {name: name for name in operation.inputs()}
+        memory = issubclass(registry.op(operation.op).request, MemoryRequest)
 
         @guarded
         async def handle(request: Request) -> Response:
+            _named_resources(operation, request)
+            if memory:
+                _structured(api, request)
             if operation.source == "query":
                 fields = _gather(operation, request, query(request, allowed))
                 result = await api.execute(request, operation.op, fields, lax=True)
             else:
                 query(request, {})
                 fields = _gather(operation, request, await json_object(request, api.max_json))
-                if operation.if_match:
-                    expect = preconditions(request, bool(fields.get("force")))
-                    result = await versioned(api, request, operation.op, fields, expect)
-                else:
-                    result = await api.execute(request, operation.op, fields)
+                result = await api.execute(request, operation.op, fields,
+                                           conditional=operation.conditional)
             return JSONResponse(result, operation.status)
 
         return handle

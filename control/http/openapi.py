@@ -1,9 +1,14 @@
 """``GET /v1/openapi.json``: the OpenAPI 3.1 document, generated.
 
-Parameters and bodies come from the ops' request models (their JSON schemas) and
-their declared endpoints (control/ops/registry.py, control/http/op_routes.py); every
-request model is a component schema, and each operation names its protocol op (``x-memfs-op``). Only
-the file endpoints' HTTP-level parts (raw bodies, ETag headers) are described here.
+Parameters and bodies come from the ops' request models (their JSON schemas, whose
+patterns the models also check: control/protocol/base.py) and their declared endpoints
+(control/ops/registry.py, control/http/op_routes.py); every request model is a
+component schema, and each operation names its protocol op (``x-memfs-op``). The file
+and search endpoints' HTTP-level parts (raw bodies, paths within a store, globs,
+headers, the rg flags) are described here from the rules that enforce them
+(memfs/store/paths.py, memfs/store/globs.py, control/http/preconditions.py,
+jail/rg_args.py). Every status an operation can answer is declared, each error with the
+problem+json schema whose ``code`` lists memfs/errors.py's codes.
 """
 
 from __future__ import annotations
@@ -11,11 +16,20 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from pydantic import TypeAdapter
+
+from control.http import preconditions
 from control.http.op_routes import Operation, operations
 from control.http.problems import STATUS
+from control.http.recall import openapi_parameters as recall_parameters
 from control.ops import registry
+from control.protocol.base import MAX_ARG_LEN, MAX_ARGS, StoreName
+from jail import rg_args
+from memfs.store.globs import MAX_GLOB_CHARS
+from memfs.store.paths import REL_PATH_CHARS, printable_class, rel_path_pattern
 
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
+FILE_PATH = {"$ref": "#/components/schemas/FilePath"}
 _PROBLEM_SCHEMA = {
     "type": "object",
     "description": "RFC 9457 problem details with memfs's error code",
@@ -30,12 +44,25 @@ _PROBLEM_SCHEMA = {
 _ERRORS = {
     "400": "invalid", "401": "no valid bearer token", "403": "permission_denied",
     "404": "not_found", "409": "conflict, lease_held or lease_lost", "413": "too_large",
-    "503": "busy: retry shortly", "507": "no_space: the memory's disk is full",
+    "500": "internal: a failure of memfs itself (logged)", "503": "busy: retry shortly",
+    "507": "no_space: the memory's disk is full",
 }
+ETAG = {"ETag": {"description": "the blake3 digest, quoted", "required": True,
+                 "schema": {"type": "string", "pattern": '^"[0-9a-f]{64}"$'}}}
+JSON_RESULT = {"application/json": {"schema": {"type": "object"}}}
+IF_MATCH = ('"DIGEST" (the ETag you read; several, comma-separated: any of them) or *: '
+            "change the file only if it is at that version (*: if it exists), else 412. "
+            "Compared strongly: a weak tag (W/...) never matches. It is checked together "
+            "with your agent's own record of what it last read, which *, or a tag you did "
+            "not read, does not replace (force skips only that record)")
+IF_NONE_MATCH = ("*: change the file only if it does not exist (create only), else 412; "
+                 "or tags: only if it is at none of those versions (weak comparison)")
 
 
-def _errors(*extra: tuple[str, str]) -> dict[str, Any]:
+def _errors(*extra: tuple[str, str], conditional: bool = False) -> dict[str, Any]:
     described = {**_ERRORS, **dict(extra)}
+    if conditional:
+        described["412"] = "If-Match or If-None-Match does not hold: nothing was changed"
     return {status: {"description": text,
                      "content": {"application/problem+json": {"schema": PROBLEM}}}
             for status, text in sorted(described.items())}
@@ -50,8 +77,24 @@ def _property(op: str, field: str) -> dict[str, Any]:
     return dict(schema.get("properties", {}).get(field, {}))
 
 
-def _path_param(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+def _present(schema: dict[str, Any]) -> dict[str, Any]:
+    """A field's schema for a value that is given (a parameter cannot be null)."""
+    branches = [b for b in schema.get("anyOf", []) if b.get("type") != "null"]
+    if len(branches) == 1:
+        kept = {k: v for k, v in schema.items() if k not in ("anyOf", "default")}
+        return {**kept, **branches[0]}
+    return schema
+
+
+def _path_param(name: str, op: str | None = None) -> dict[str, Any]:
+    if name == "store":
+        schema = TypeAdapter(StoreName).json_schema()
+    elif name == "path":
+        schema = FILE_PATH
+    else:  # a field of the op's model: a task, session or decision id
+        assert op is not None
+        schema = _present(_property(op, name))
+    return {"name": name, "in": "path", "required": True, "schema": schema}
 
 
 def _openapi_path(path: str) -> str:
@@ -66,7 +109,7 @@ def _operation(operation: Operation) -> dict[str, Any]:
         field = operation.renames.get(name, name)
         if field == "file":  # joined with the store into the model's path
             field = "path"
-            prop = {"type": "string", "description": "a file or folder within the store"}
+            prop: dict[str, Any] = {**FILE_PATH}
         else:
             prop = _property(operation.op, field)
         inputs[name] = (prop, field in required)
@@ -75,15 +118,16 @@ def _operation(operation: Operation) -> dict[str, Any]:
         "operationId": operation.op,
         "x-memfs-op": operation.op,
         "x-memfs-request": {"$ref": f"#/components/schemas/{_model_name(operation.op)}"},
-        "parameters": [_path_param(name) for name in operation.params()],
+        "parameters": [_path_param(name, operation.op) for name in operation.params()],
         "responses": {str(operation.status): {
             "description": f"the result of the {operation.op} op",
-            "content": {"application/json": {"schema": {"type": "object"}}}},
-            **_errors()},
+            "content": JSON_RESULT},
+            **_errors(conditional=operation.conditional)},
     }
     if operation.source == "query":
         spec["parameters"] += [{"name": name, "in": "query", "required": needed,
-                                "schema": prop} for name, (prop, needed) in inputs.items()]
+                                "schema": _present(prop)}
+                               for name, (prop, needed) in inputs.items()]
     else:
         spec["requestBody"] = {"required": any(needed for _, needed in inputs.values()),
                                "content": {"application/json": {"schema": {
@@ -91,74 +135,171 @@ def _operation(operation: Operation) -> dict[str, Any]:
                                    "properties": {n: prop for n, (prop, _) in inputs.items()},
                                    "required": [n for n, (_, need) in inputs.items() if need],
                                }}}}
-    if operation.if_match:
-        spec["parameters"].append(_header("If-Match", 'the digest you read, quoted: 412 '
-                                          'if the file is not at that version'))
+    if operation.conditional:
+        spec["parameters"] += _conditions()
     return spec
 
 
 def _header(name: str, description: str) -> dict[str, Any]:
     return {"name": name, "in": "header", "required": False, "description": description,
-            "schema": {"type": "string"}}
+            "schema": {"type": "string", "pattern": preconditions.PATTERN}}
+
+
+def _conditions() -> list[dict[str, Any]]:
+    """If-Match and If-None-Match of a change (control/http/preconditions.py)."""
+    return [_header("If-Match", IF_MATCH), _header("If-None-Match", IF_NONE_MATCH)]
 
 
 def _query(name: str, op: str, field: str) -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "schema": _property(op, field)}
+    return {"name": name, "in": "query", "required": False,
+            "schema": _present(_property(op, field))}
+
+
+def _file_path_schema() -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": REL_PATH_CHARS,
+            "pattern": rel_path_pattern(),
+            "description": "a path within the store: at most 63 names deep (64 with the "
+                           "store), names of printable characters, none empty, '.' or "
+                           "'..', joined by '/' (the server counts UTF-8 bytes: 255 a "
+                           "name, 4096 with the store; these bounds in characters always "
+                           "fit)"}
+
+
+def _glob_schema() -> dict[str, Any]:
+    # a range inside a bracket expression may be reversed ([z-a]: refused), which no
+    # pattern can see: the schema takes no range at all (stricter than the server)
+    return {"type": "string", "maxLength": MAX_GLOB_CHARS - 65,
+            "pattern": rf"^(?!.*\[[!^]?\]?[^\]]*-)[{printable_class()}]*$",
+            "description": "relative to the store: *, ?, [...] (without ranges here) and "
+                           "** across folders"}
+
+
+def _search_parameter() -> dict[str, Any]:
+    """The search's query parameters as one form-exploded object: ``pattern`` (with
+    optional ``flag`` and ``path``) or ``arg`` (a whole rg command line), or ``q`` (ranked
+    recall, with optional ``store``, ``limit`` and ``page``): one of the three."""
+    printable = printable_class()
+    # STORE[/PATH] as jail/rg_args.py takes it after "--": relative, no '..', a store
+    where = r"(?!/)(?!(?:.*/)?\.\.(?:/|$))(?!(?:\.?/)*\.?$)"
+    path = {"type": "string", "maxLength": MAX_ARG_LEN, "pattern": f"^{where}[{printable}]+$"}
+    # the switches rg_args allows (flags with a value are taken too, as --name=VALUE,
+    # but each value has rules of its own: the schema leaves them out)
+    switches = sorted({*rg_args.SWITCHES,
+                       *(f"-{short}" for short, name in rg_args.SHORT.items()
+                         if name in rg_args.SWITCHES)} - set(rg_args.REFUSED))
+    flag = {"type": "string", "enum": switches}
+    positional = {"type": "string", "maxLength": MAX_ARG_LEN,
+                  "pattern": f"^(?!-){where}[{printable}]+$"}
+    many = {"type": "array", "maxItems": MAX_ARGS}
+    # ranked recall (?q=, control/http/recall.py) takes its own parameters, and only them
+    recall = {p["name"]: {**p["schema"], "description": p["description"]}
+              for p in recall_parameters()}
+    schema: dict[str, Any] = {
+        "type": "object", "additionalProperties": False,
+        "properties": {
+            **recall,
+            "pattern": {"type": "string", "maxLength": MAX_ARG_LEN, "pattern": "^[^\\u0000]*$",
+                        "description": "a ripgrep regex"},
+            "flag": {**many, "items": flag, "description": "an rg flag (repeat)"},
+            "path": {**many, "items": path, "description": "STORE[/PATH] (repeat)"},
+            "arg": {**many, "minItems": 1, "items": {"anyOf": [flag, positional]},
+                    "contains": positional,
+                    "description": "instead of pattern: a whole rg command line (repeat): "
+                                   "flags, the pattern, then STORE[/PATH]s"},
+        },
+    }
+    def none_of(*names: str) -> dict[str, Any]:
+        return {"not": {"anyOf": [{"required": [name]} for name in names]}}
+
+    schema["oneOf"] = [
+        {"required": ["pattern"], **none_of("arg", *recall)},
+        {"required": ["arg"], **none_of("pattern", "flag", "path", *recall)},
+        {"required": ["q"], **none_of("pattern", "arg", "flag", "path")},
+    ]
+    return {"name": "search", "in": "query", "required": True, "style": "form",
+            "explode": True, "schema": schema}
 
 
 def _file_operations() -> dict[str, dict[str, Any]]:
-    raw = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
-    json_result = {"application/json": {"schema": {"type": "object"}}}
-    etag = {"ETag": {"description": "the blake3 digest, quoted", "schema": {"type": "string"}}}
+    raw_in = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+    raw_out = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
+    location = {"Location": {"description": "the file's URL, percent-encoded",
+                             "required": True, "schema": {"type": "string"}}}
     params = [_path_param("store"), _path_param("path")]
-    if_match = _header("If-Match", '"DIGEST": write only if the file is at that version '
-                       "(else 412); also checked against your own last read")
-    if_none = _header("If-None-Match", "*: create only (the file exists: 412)")
     force = _query("force", "write", "force")
+    not_modified = {"description": "not modified: If-None-Match names this version",
+                    "headers": ETAG}
 
     def ref(op: str) -> dict[str, Any]:
         return {"x-memfs-op": op,
                 "x-memfs-request": {"$ref": f"#/components/schemas/{_model_name(op)}"}}
 
+    def written(what: str) -> dict[str, Any]:
+        return {"description": what, "content": JSON_RESULT, "headers": ETAG}
+
+    sed = {"type": "array", "minItems": 1, "maxItems": MAX_ARGS,
+           "items": {"type": "string", "maxLength": 65536}}
     return {
         "get": {"summary": "The file's bytes; records the version as seen (like a read)",
                 "operationId": "read", **ref("read"),
                 "parameters": [*params, _query("at", "show", "rev"),
-                               _header("If-None-Match", "the ETag you have: 304")],
-                "responses": {"200": {"description": "the bytes", "content": raw,
-                                      "headers": etag},
-                              "304": {"description": "not modified"}, **_errors()}},
-        "head": {"summary": "The file's ETag and size (a stat: records nothing)",
-                 "operationId": "stat", **ref("stat"), "parameters": params,
-                 "responses": {"200": {"description": "headers only", "headers": etag},
-                               **_errors()}},
+                               _header("If-None-Match", "the ETag you have (or *): 304 "
+                                       "when the file is at that version")],
+                "responses": {"200": {"description": "the bytes", "content": raw_out,
+                                      "headers": ETAG},
+                              "304": not_modified, **_errors()}},
+        "head": {"summary": "The file's headers, as GET (a stat: records nothing)",
+                 "operationId": "stat", **ref("stat"),
+                 "parameters": [*params, _header("If-None-Match", "as for GET")],
+                 "responses": {"200": {"description": "headers only", "headers": ETAG},
+                               "304": not_modified, **_errors()}},
         "put": {"summary": "Replace or create the file (version-checked)",
                 "operationId": "write", **ref("write"),
-                "parameters": [*params, force, if_match, if_none],
-                "requestBody": {"required": True, "content": raw},
-                "responses": {"200": {"description": "replaced", "content": json_result,
-                                      "headers": etag},
-                              "201": {"description": "created", "content": json_result,
-                                      "headers": etag},
-                              **_errors(("412", "If-Match or If-None-Match failed"))}},
+                "parameters": [*params, force, *_conditions()],
+                "requestBody": {"required": True, "content": raw_in},
+                "responses": {"200": written("replaced (or unchanged: it held this already)"),
+                              "201": {**written("created"),
+                                      "headers": {**ETAG, **location}},
+                              **_errors(conditional=True)}},
         "patch": {"summary": "Append to the file, or edit it with GNU sed (jailed)",
                   "operationId": "write_edit", **ref("write"),
-                  "parameters": [*params, if_match],
+                  "parameters": [*params, *_conditions()],
                   "requestBody": {"required": True, "content": {"application/json": {
                       "schema": {"type": "object", "additionalProperties": False,
                                  "properties": {"append": {"type": "string"},
                                                 "sed": {"oneOf": [
-                                                    {"type": "string"},
-                                                    {"type": "array",
-                                                     "items": {"type": "string"}}]},
-                                                "force": {"type": "boolean"}}}}}},
-                  "responses": {"200": {"description": "written", "content": json_result},
-                                **_errors(("412", "If-Match failed"))}},
+                                                    {"type": "string", "maxLength": 65536},
+                                                    sed]},
+                                                "force": {"type": "boolean"}},
+                                 "oneOf": [{"required": ["append"]},
+                                           {"required": ["sed"]}]}}}},
+                  "responses": {"200": written("written (or unchanged)"),
+                                "201": written("created by an append"),
+                                **_errors(conditional=True)}},
         "delete": {"summary": "Delete the file (version-checked)", "operationId": "delete",
-                   **ref("delete"), "parameters": [*params, force, if_match],
-                   "responses": {"200": {"description": "deleted", "content": json_result},
-                                 **_errors(("412", "If-Match failed"))}},
+                   **ref("delete"), "parameters": [*params, force, *_conditions()],
+                   "responses": {"200": {"description": "deleted", "content": JSON_RESULT},
+                                 **_errors(conditional=True)}},
     }
+
+
+def _links(created: Operation) -> dict[str, Any]:
+    """What a record made by ``created`` (a POST answered 201 with the record's ``id``)
+    leads to: every operation under its collection's path, the new record's id in the
+    first parameter after it (so a client, or schemathesis, need not guess which
+    field of the body names it)."""
+    if created.method != "POST" or created.status != 201:
+        return {}
+    prefix = created.path + "/{"
+    links = {}
+    for other in operations():
+        if not other.path.startswith(prefix):
+            continue
+        named = other.path[len(prefix):].split("}", 1)[0].split(":")[0]
+        links[other.op] = {"operationId": other.op, "parameters": {
+            name: "$response.body#/id" if name == named else f"$request.path.{name}"
+            for name in other.params()}}
+    return links
 
 
 @functools.cache
@@ -167,34 +308,37 @@ def document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {
         "/v1/stores": {"get": {"summary": "Your stores, with your access",
                                "operationId": "stores", "x-memfs-op": "whoami",
-                               "responses": {"200": {"description": "stores"}, **_errors()}}},
+                               "responses": {"200": {"description": "stores",
+                                                     "content": JSON_RESULT}, **_errors()}}},
         "/v1/stores/{store}/files": {"get": {
             "summary": "Files of the store (STORE/PATH), by glob", "operationId": "list",
             "x-memfs-op": "list",
             "parameters": [_path_param("store"),
                            {"name": "glob", "in": "query", "required": False,
-                            "schema": {"type": "array", "items": {"type": "string"}},
-                            "description": "relative to the store; ** spans folders"}],
-            "responses": {"200": {"description": "paths"}, **_errors()}}},
+                            "schema": {"type": "array", "maxItems": MAX_ARGS,
+                                       "items": {"$ref": "#/components/schemas/Glob"}}}],
+            "responses": {"200": {"description": "paths", "content": JSON_RESULT},
+                          **_errors()}}},
         "/v1/stores/{store}/files/{path}": _file_operations(),
         "/v1/search": {"get": {
-            "summary": "Search with jailed ripgrep", "operationId": "search",
+            "summary": "Search with jailed ripgrep; with q, ranked recall (the recall op: "
+                       "files best first, a page at a time)", "operationId": "search",
             "x-memfs-op": "search",
             "x-memfs-request": {"$ref": f"#/components/schemas/{_model_name('search')}"},
-            "parameters": [
-                {"name": "pattern", "in": "query", "schema": {"type": "string"}},
-                *({"name": name, "in": "query", "schema": {"type": "array",
-                                                           "items": {"type": "string"}},
-                   "description": text} for name, text in (
-                    ("flag", "an rg flag (repeat)"), ("path", "STORE[/PATH] (repeat)"),
-                    ("arg", "instead of pattern: a whole rg command line (repeat)")))],
-            "responses": {"200": {"description": "output, exit_code, truncated, stderr"},
+            "parameters": [_search_parameter()],
+            "responses": {"200": {"description": "ripgrep: output, exit_code, truncated, "
+                                                 "stderr; recall (q): results, next_page",
+                                  "content": JSON_RESULT},
                           **_errors()}}},
     }
     for operation in operations():
-        paths.setdefault(_openapi_path(operation.path), {})[operation.method.lower()] = \
-            _operation(operation)
-    schemas: dict[str, Any] = {"Problem": _PROBLEM_SCHEMA}
+        spec = _operation(operation)
+        links = _links(operation)
+        if links:
+            spec["responses"][str(operation.status)]["links"] = links
+        paths.setdefault(_openapi_path(operation.path), {})[operation.method.lower()] = spec
+    schemas: dict[str, Any] = {"Problem": _PROBLEM_SCHEMA, "FilePath": _file_path_schema(),
+                               "Glob": _glob_schema()}
     for op in sorted(registry.agent_ops()):
         model = registry.op(op).request
         schema = model.model_json_schema(
@@ -206,7 +350,8 @@ def document() -> dict[str, Any]:
         "info": {"title": "memfs", "version": "1",
                  "description": "Shared memory for agents: version-checked files, history, "
                                 "sessions, tasks and decisions. Identity: Authorization: "
-                                "Bearer TOKEN (memfs token create)."},
+                                "Bearer TOKEN (memfs token create). Changes take If-Match "
+                                "and If-None-Match (RFC 9110): " + IF_MATCH + "."},
         "components": {"schemas": schemas, "securitySchemes": {
             "bearer": {"type": "http", "scheme": "bearer"}}},
         "security": [{"bearer": []}],

@@ -5,8 +5,8 @@ A problem is ``application/problem+json``: ``type``, ``title``, ``status``,
 ``detail``, plus memfs's ``code`` (the protocol error code) and ``details`` (what
 control.ops.dispatcher's `describe` gives every transport). Each code's status and
 title are its row of memfs/errors.py (no_space: 507 Insufficient Storage, RFC 4918);
-a conflict is 412 instead when the request's own If-Match or If-None-Match failed, and
-busy carries Retry-After.
+a conflict is 412 instead when the request's own If-Match or If-None-Match failed
+(the engine's ConditionFailed), and busy carries Retry-After.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from starlette.responses import Response
 from control import protocol as p
 from control.ops.dispatcher import describe
 from memfs.errors import ERRORS
-from memfs.store.errors import TooLarge
+from memfs.store.errors import ConditionFailed, TooLarge
 
 log = logging.getLogger("memfs.http")
 
@@ -31,10 +31,6 @@ PROBLEM_JSON = "application/problem+json"
 # each code's status and title: its row of memfs/errors.py
 STATUS = {code: kind.status for code, kind in ERRORS.items() if kind.status is not None}
 TITLES = {code: kind.title for code, kind in ERRORS.items() if kind.title is not None}
-
-
-class PreconditionFailed(Exception):
-    """Marks a conflict caused by the request's own If-Match / If-None-Match (412)."""
 
 
 class Problem(Exception):
@@ -68,11 +64,10 @@ def problem(code: str, message: str, details: Mapping[str, Any] | None = None, *
                     media_type=PROBLEM_JSON)
 
 
-def problem_for(error: BaseException, *, precondition: bool = False) -> Response:
+def problem_for(error: BaseException) -> Response:
     """The response for an exception an operation raised (an unexpected one is
-    logged and answered 500; a client that went away is raised again).
-    ``precondition``: a conflict is the request's own
-    precondition failing (412)."""
+    logged and answered 500; a client that went away is raised again); a failed
+    If-Match / If-None-Match (ConditionFailed) is 412."""
     if isinstance(error, Problem):
         return problem(error.code, error.message, status=error.status, headers=error.headers)
     if isinstance(error, ClientDisconnect):
@@ -82,7 +77,7 @@ def problem_for(error: BaseException, *, precondition: bool = False) -> Response
         log.error("internal error answering an HTTP request", exc_info=error)
         return problem("internal", f"internal error: {type(error).__name__}")
     code, message, details = described
-    status = 412 if precondition and code == "conflict" else None
+    status = 412 if isinstance(error, ConditionFailed) else None
     return problem(code, message, details, status=status)
 
 
@@ -97,8 +92,6 @@ def guarded(endpoint: Endpoint) -> Endpoint:
     async def wrapper(request: Request) -> Response:
         try:
             return await endpoint(request)
-        except PreconditionFailed as error:
-            return problem_for(error.__cause__ or error, precondition=True)
         except Exception as error:
             return problem_for(error)
 

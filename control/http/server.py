@@ -14,7 +14,9 @@ What one client can do to the others is bounded (``HttpLimits``, from ``[limits]
   most ``max_head_bytes`` long; a request body, or a response write, that makes no
   progress for ``body_seconds`` ends the connection;
 - framing: a request with both Transfer-Encoding and Content-Length (RFC 9112 §6.3,
-  how request smuggling starts) gets 400 and the connection is closed.
+  how request smuggling starts) gets 400 and the connection is closed, and so does a
+  target whose percent-encoded bytes are not UTF-8 (it would name something other
+  than what was sent: ``%FF`` is no character, not U+FFFD).
 
 A connection is closed as soon as its client has closed it. A client that goes away
 mid-body or mid-response is not an error: the application sees ``http.disconnect``,
@@ -37,7 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_to_bytes
 
 import h11
 import trio
@@ -486,6 +488,12 @@ def _refusal(request: h11.Request) -> str | None:
                 "(RFC 9112 section 6.3)")
     if not request.target.isascii():
         return "the request target is not ASCII (percent-encode it)"
+    path, _, query = request.target.partition(b"?")
+    try:
+        unquote_to_bytes(path).decode("utf-8")
+        unquote_to_bytes(query.replace(b"+", b" ")).decode("utf-8")
+    except UnicodeDecodeError:
+        return "the request target is not UTF-8 once percent-decoded"
     return None
 
 

@@ -104,8 +104,13 @@ class HistoryTools(StorageTools):
         def body() -> ToolOutcome:
             result = self.conn.run(lambda c: c.restore(path, rev, force=force),
                                    idempotent=False)
-            verb = "Recreated" if result["created"] else "Restored"
-            return ToolOutcome(f"{verb} {literal(result['path'])} as of {literal(rev)} "
-                               f"({result['size']} bytes).", meta=commit_meta(result))
+            shown, size = literal(result["path"]), result["size"]
+            if result.get("unchanged"):
+                text = (f"{shown} already held its content as of {literal(rev)} ({size} "
+                        "bytes): nothing was changed.")
+            else:
+                verb = "Recreated" if result["created"] else "Restored"
+                text = f"{verb} {shown} as of {literal(rev)} ({size} bytes)."
+            return ToolOutcome(text, meta=commit_meta(result))
 
         return self._guard(body, path=path, verb="restore")

@@ -16,6 +16,9 @@ No ``from __future__ import annotations`` here: the SDK reads the tool functions
 annotations at registration time, and they name objects imported inside build_server.
 """
 
+import functools
+import importlib.metadata
+import json
 import logging
 import os
 import sys
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
+import memfs
 from control.client import ConnectionFailed
 from control.mcp.declared import add_declared_tools
 from control.mcp.history import HISTORY_DESCRIPTION, RESTORE_DESCRIPTION
@@ -64,8 +68,13 @@ def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, ToolAnnotations
 
-    server: MCPServer[Any] = MCPServer("memfs", instructions=instructions, log_level="WARNING",
-                                       middleware=list(middleware))
+    # subscriptions=False: no subscriptions/listen stream, which would advertise list
+    # changes (listChanged, resources.subscribe) in server/discover that memfs never
+    # sends and initialize does not claim: both now say what the server does
+    server: MCPServer[Any] = MCPServer("memfs", version=package_version(),
+                                       instructions=instructions, log_level="WARNING",
+                                       subscriptions=False)
+    server.middleware.extend([*middleware, KnownToolsOnly(server)])
     run = run_sync or anyio.to_thread.run_sync
 
     async def storage_list(
@@ -190,6 +199,39 @@ def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
     add_memory_tools(server, tools, run)
     add_declared_tools(server, tools, run)
     return server
+
+
+@functools.cache
+def package_version() -> str:
+    """The installed memfs's version (its package metadata; ``memfs.__version__`` for
+    a checkout used without installing it): the MCP ``serverInfo.version``."""
+    try:
+        return importlib.metadata.version("memfs")
+    except importlib.metadata.PackageNotFoundError:
+        return memfs.__version__
+
+
+class KnownToolsOnly:
+    """Server middleware: a ``tools/call`` naming no tool of ``server`` is a JSON-RPC
+    error (-32602 invalid params, as the MCP spec's tools section says), not a tool
+    result the model would take for a tool's own failure."""
+
+    def __init__(self, server: "MCPServer[Any]") -> None:
+        self.server = server
+        self._names: frozenset[str] | None = None  # the tools, fixed once built
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        if ctx.method == "tools/call" and isinstance(ctx.params, dict):
+            name = ctx.params.get("name")
+            if self._names is None:
+                self._names = frozenset(tool.name for tool in await self.server.list_tools())
+            if isinstance(name, str) and name not in self._names:
+                from mcp.shared.exceptions import MCPError
+                from mcp_types import INVALID_PARAMS
+
+                raise MCPError(INVALID_PARAMS, f"Unknown tool: {json.dumps(name)} (tools/list "
+                               "names the tools of this server)")
+        return await call_next(ctx)
 
 
 GENERIC = INSTRUCTIONS + MEMORY_INSTRUCTIONS

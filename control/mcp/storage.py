@@ -58,7 +58,8 @@ INSTRUCTIONS = """\
 memfs is shared, persistent memory: plain text files that several agents read and write.
 Files live in named stores; every path is STORE/PATH, for example notes/incidents/db.md
 (a leading /memory/ is accepted too). Use storage_list to see files, storage_search to grep
-them, storage_read to read, storage_write to create, replace, append or sed-edit.
+them, memory_recall to find the notes about a topic in your own words ("did we solve this
+before?"), storage_read to read, storage_write to create, replace, append or sed-edit.
 Writes are version-checked for you: if another agent changed a file after you last read
 it, your write is refused as a CONFLICT instead of erasing their work. Then read the file
 again and redo your change on the new content."""
@@ -349,7 +350,9 @@ class StorageTools:
                                idempotent=False)
         size = result["size"]
         shown = literal(result["path"])
-        if append:
+        if result.get("unchanged"):
+            text = f"{shown} already held exactly this ({size} bytes): nothing was changed."
+        elif append:
             text = f"Appended {len(content.encode())} bytes to {shown} (now {size} bytes)."
         elif result.get("created"):
             text = f"Created {shown} ({size} bytes)."
@@ -397,7 +400,8 @@ class StorageTools:
             data = read_local(confine(src, self.local_dir))
             result = self.conn.run(lambda c: c.write(path, data, force=force),
                                    idempotent=False)
-            verb = "created" if result.get("created") else "replaced"
+            verb = "unchanged" if result.get("unchanged") else \
+                "created" if result.get("created") else "replaced"
             return ToolOutcome(f"Uploaded {literal(src)} to {literal(result['path'])} "
                                f"({result['size']} bytes, {verb}).", meta=commit_meta(result))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from control import protocol as p
 from control.ops import registry
@@ -24,16 +24,22 @@ from jail.errors import JailError
 from memfs.errors import MemfsError
 from memfs.memory.errors import LeaseHeld, LeaseLost
 from memfs.memory.model import Memory
-from memfs.store.engine import Engine
+from memfs.store.engine import Engine, Precondition
 from memfs.store.errors import (
     ABSENT,
     AgentRequired,
     Conflict,
     NoSpace,
+    NotFound,
     PermissionDenied,
+    TooLarge,
 )
 from memfs.store.history import delegated
+from memfs.store.mirror import MirrorFailed, Mirrors
 from memfs.tokens import Tokens
+
+if TYPE_CHECKING:
+    from memfs.recall import Recall
 
 log = logging.getLogger("memfs.control")
 
@@ -64,20 +70,29 @@ def _details(error: BaseException) -> dict[str, Any]:
         return {"task": error.task, "holder": error.holder}
     if isinstance(error, AgentRequired):  # memfs mcp then takes the MCP client's name
         return {"agent_required": True}
+    if isinstance(error, MirrorFailed):
+        return {"mirrors": [status.fields() for status in error.mirrors]}
+    if isinstance(error, NotFound) and error.near:  # what the caller may have meant
+        return {"did_you_mean": error.near}
+    if isinstance(error, TooLarge) and error.limit is not None:
+        return {"size": error.size, "max_file_size": error.limit}
     return {}
 
 
 class Dispatcher:
     """Carries out requests with the collaborators it is given: the engine, the jail
-    (None: no search or sed edit) and the memory model; each op's handler comes from
-    the registry (control/ops/registry.py)."""
+    (None: no search or sed edit), the memory model, the stores' mirrors (default:
+    their records, with no pusher running) and ranked recall (None: no recall); each
+    op's handler comes from the registry (control/ops/registry.py)."""
 
     def __init__(self, engine: Engine, tools: Jail | None = None,
-                 memory: Memory | None = None) -> None:
+                 memory: Memory | None = None, mirrors: Mirrors | None = None,
+                 recall: Recall | None = None) -> None:
         self.engine = engine
         self.tools = tools
         self.memory = memory or Memory(engine)
-        self.parts = Parts(engine, self.memory, tools, self._tokens)
+        self.mirrors = mirrors or Mirrors(engine.config)
+        self.parts = Parts(engine, self.memory, tools, self._tokens, self.mirrors, recall)
         self._disk_full = RateLimitedLog()
 
     @functools.cached_property
@@ -89,10 +104,13 @@ class Dispatcher:
         return self.tokens
 
     def execute(self, agent: str, request: BaseRequest, *, delegate: bool = False,
-                uid: int | None = None) -> dict[str, Any]:
+                uid: int | None = None, precondition: Precondition | None = None
+                ) -> dict[str, Any]:
         """Carry out ``request`` for ``agent`` (already identified by the transport;
         ``delegate``: the caller is a delegate uid; ``uid``: the caller's, where the
-        transport knows it); returns the result, raises the engine's, the memory
+        transport knows it; ``precondition``: the caller's condition on the current
+        version of the file a write, delete or restore changes, see
+        `Engine.write`); returns the result, raises the engine's, the memory
         model's and the jail's exceptions (see `describe`); a refusal for a full disk
         is also logged (a warning, at most every 10 s)."""
         declared = registry.op(request.op)
@@ -101,18 +119,20 @@ class Dispatcher:
                 self._check_operator(uid)
             else:
                 self.engine.use_agent(agent)
-            return declared.handler(Call(agent, uid, delegate, self.parts), request)
+            return declared.handler(Call(agent, uid, delegate, self.parts, precondition),
+                                    request)
         except NoSpace as error:
             self._disk_full.log("refused %s by %s: %s", request.op, agent, error)
             raise
 
-    def run(self, agent: str, op: str, fields: Mapping[str, Any], *, lax: bool = False
-            ) -> dict[str, Any]:
+    def run(self, agent: str, op: str, fields: Mapping[str, Any], *, lax: bool = False,
+            precondition: Precondition | None = None) -> dict[str, Any]:
         """`execute` the request of ``op`` built from ``fields`` (``lax``: text such as
         query parameters converted), for ``agent``, never as a delegate: how the
         in-process transports (HTTP, MCP over HTTP, the web view) call an op. Raises
         ProtocolError for bad fields, and what `execute` raises."""
-        return self.execute(agent, registry.build_request(op, fields, lax=lax))
+        return self.execute(agent, registry.build_request(op, fields, lax=lax),
+                            precondition=precondition)
 
     def _check_operator(self, uid: int | None) -> None:
         """Operator ops: a delegate uid's, in personal mode the owner's; raises
@@ -135,9 +155,13 @@ class Dispatcher:
             # personal mode, naming the agent is who one is, not delegation.)
             via = uid if config.personal is None and request.as_agent is not None and \
                 config.agent_for_uid(uid) != agent else None
-            with delegated(via):
+            if via is None:
                 result = self.execute(agent, request, delegate=config.is_delegate(uid),
                                       uid=uid)
+            else:
+                with delegated(via):
+                    result = self.execute(agent, request, delegate=config.is_delegate(uid),
+                                          uid=uid)
             return p.encode_ok(request.id, result)
         except Exception as error:
             described = describe(error)

@@ -6,12 +6,12 @@ result dict, raising the engine's exceptions."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
 from control.ops.registry import Call, Rest, operation
-from control.ops.storage import content_fields
+from control.ops.storage import committed_fields, content_fields
 from control.protocol.base import (
     EXPECT_PATTERN,
     MAX_ARG_LEN,
@@ -19,8 +19,11 @@ from control.protocol.base import (
     BaseRequest,
     Encoding,
     Rev,
+    Time,
+    matching,
     wire_encoding,
 )
+from memfs.store import revs
 from memfs.store.errors import InvalidInput
 from memfs.store.pages import page_of_bytes
 
@@ -43,8 +46,8 @@ class LogRequest(BaseRequest):
     # STORE or STORE/PATH (a file or folder); None: every readable store with history
     path: str | None = Field(default=None, max_length=MAX_ARG_LEN)
     limit: int = Field(default=20, ge=1, le=10_000)
-    since: Rev | None = None  # a time: only changes at or after it
-    until: Rev | None = None  # a time: only changes at or before it
+    since: Time | None = None  # only changes at or after it
+    until: Time | None = None  # only changes at or before it
     # start at this revision instead of the newest (inclusive; needs a store or path):
     # paging, with the revision of the entry after the last one shown
     rev: Rev | None = None
@@ -71,7 +74,9 @@ class DiffRequest(BaseRequest):
 
     op: Literal["diff"]
     path: Arg
-    rev: str | None = Field(default=None, min_length=1, max_length=130)
+    rev: Annotated[str, Field(max_length=130), *matching(
+        revs.RANGE_PATTERN, "range", "use REV or REV..REV (a commit id, HEAD~N or a "
+        "time)")] | None = None
 
 
 class RestoreRequest(BaseRequest):
@@ -152,11 +157,9 @@ def diff(call: Call, request: DiffRequest) -> dict[str, Any]:
 @operation(RestoreRequest, summary="Write a file back as it was at REV (version-checked; "
            "If-Match honoured)", access="write",
            rest=Rest("POST", f"{STORE}/restore", renames={"path": "file"}, adjust=store_path,
-                     if_match=True))
+                     conditional=True))
 def restore(call: Call, request: RestoreRequest) -> dict[str, Any]:
     path = call.path(request.path)
     committed = call.engine.restore(call.agent, path, request.rev, force=request.force,
-                                    expected=request.expect)
-    return {"path": str(committed.path), "digest": committed.digest,
-            "size": committed.size, "created": committed.created,
-            "previous_digest": committed.previous, "commit": committed.commit}
+                                    expected=request.expect, precondition=call.precondition)
+    return committed_fields(committed)

@@ -16,34 +16,49 @@ from pydantic import Field
 
 from control.ops.history import STORE
 from control.ops.registry import Call, Rest, Tool, operation
-from control.protocol.base import BaseRequest
-from memfs.memory.records import duration, literal, quoted
+from control.protocol.base import (
+    BaseRequest,
+    Line,
+    OptionalText,
+    StoreName,
+    Text,
+    matching,
+)
+from memfs.memory.decisions import DECISION_ID_PATTERN
+from memfs.memory.records import DURATION_PATTERN, SLUG_PATTERN, duration, literal, quoted
+from memfs.memory.sessions import SESSION_ID_PATTERN
 from memfs.store.errors import PermissionDenied
 
-TEXT = 65536  # longest note, goal, summary, title, body, decision or reason
-Text = Annotated[str, Field(max_length=TEXT)]
-Id = Annotated[str, Field(min_length=1, max_length=200)]
+# The ids, as the memory model checks them (memfs/memory/)
+SessionId = Annotated[str, *matching(SESSION_ID_PATTERN, "session id",
+                                     "ids look like 2026-11-30-coder-a91f")]
+TaskId = Annotated[str, *matching(SLUG_PATTERN, "task id", "use 1-64 lowercase letters, "
+                                  "digits and '-', starting with a letter or digit")]
+DecisionId = Annotated[str, *matching(DECISION_ID_PATTERN, "decision id",
+                                      "ids look like 2026-11-30-use-sqlite-for-tests")]
+Duration = Annotated[str, *matching(DURATION_PATTERN, "duration", "use a number and s, m, "
+                                    "h or d (45s, 30m, 2h), from 1s to 30d")]
 
 
 class MemoryRequest(BaseRequest):
-    store: str | None = Field(default=None, max_length=64,
-                              description="The structured store (omit when you have only one).")
+    store: StoreName | None = Field(
+        default=None, description="The structured store (omit when you have only one).")
 
 
 class SessionStartRequest(MemoryRequest):
     op: Literal["session_start"]
-    goal: str = Field(default="", max_length=TEXT)
+    goal: OptionalText = ""
 
 
 class SessionCheckpointRequest(MemoryRequest):
     op: Literal["session_checkpoint"]
-    session: Id
+    session: SessionId
     note: Text
 
 
 class SessionHandoffRequest(MemoryRequest):
     op: Literal["session_handoff"]
-    session: Id
+    session: SessionId
     summary: Text
     next: Text
 
@@ -57,7 +72,8 @@ class SessionListRequest(MemoryRequest):
 
 class SessionShowRequest(MemoryRequest):
     op: Literal["session_show"]
-    session: Id = Field(description="The session id, as session_start or the brief gives it.")
+    session: SessionId = Field(
+        description="The session id, as session_start or the brief gives it.")
 
 
 class BriefRequest(MemoryRequest):
@@ -67,9 +83,9 @@ class BriefRequest(MemoryRequest):
 
 class TaskAddRequest(MemoryRequest):
     op: Literal["task_add"]
-    task: Id
-    title: str = Field(max_length=1000)
-    body: str = Field(default="", max_length=TEXT)
+    task: TaskId
+    title: Line
+    body: OptionalText = ""
 
 
 class TaskListRequest(MemoryRequest):
@@ -79,42 +95,42 @@ class TaskListRequest(MemoryRequest):
 
 class TaskShowRequest(MemoryRequest):
     op: Literal["task_show"]
-    task: Id = Field(description="The task id, e.g. add-rate-limiting.")
+    task: TaskId = Field(description="The task id, e.g. add-rate-limiting.")
 
 
 class TaskClaimRequest(MemoryRequest):
     op: Literal["task_claim"]
-    task: Id
-    ttl: str = Field(default="60m", max_length=16)  # 45s, 30m, 2h, 1d
-    session: str | None = Field(default=None, max_length=200)
+    task: TaskId
+    ttl: Duration = "60m"
+    session: SessionId | None = None  # an open session of yours in this store
 
 
 class TaskCheckpointRequest(MemoryRequest):
     op: Literal["task_checkpoint"]
-    task: Id
+    task: TaskId
     note: Text
 
 
 class TaskCompleteRequest(MemoryRequest):
     op: Literal["task_complete"]
-    task: Id
-    note: str | None = Field(default=None, max_length=TEXT)
+    task: TaskId
+    note: OptionalText | None = None
 
 
 class TaskReleaseRequest(MemoryRequest):
     op: Literal["task_release"]
-    task: Id
+    task: TaskId
     force: bool = False  # delegates only: release another agent's lease
 
 
 class DecisionRecordRequest(MemoryRequest):
     op: Literal["decision_record"]
-    title: str = Field(max_length=1000)
+    title: Line
     decision: Text
     reason: Text
-    context: str | None = Field(default=None, max_length=TEXT)
-    consequences: str | None = Field(default=None, max_length=TEXT)
-    supersedes: str | None = Field(default=None, max_length=200)
+    context: OptionalText | None = None
+    consequences: OptionalText | None = None
+    supersedes: DecisionId | None = None
 
 
 class DecisionListRequest(MemoryRequest):
@@ -124,7 +140,7 @@ class DecisionListRequest(MemoryRequest):
 
 class DecisionShowRequest(MemoryRequest):
     op: Literal["decision_show"]
-    decision: Id
+    decision: DecisionId
 
 
 TASK_SHOW_DESCRIPTION = """\

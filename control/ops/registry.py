@@ -1,5 +1,5 @@
 """The one list of operations: each op is declared once, where its handler is
-(control/ops/storage.py, history.py, memory.py, tokens.py), with
+(control/ops/storage.py, history.py, memory.py, tokens.py, mirrors.py), with
 
 * its request model (a `control.protocol.base.BaseRequest` whose ``op`` Literal names it),
 * its handler, ``handler(call, request) -> result dict``, raising the engine's, the
@@ -29,12 +29,15 @@ from pydantic import ValidationError
 from control.protocol.base import BaseRequest
 from control.protocol.wire import Codec, ProtocolError, op_of
 from memfs.errors import MemfsError
+from memfs.recall.errors import RecallOff
 from memfs.store.paths import MemPath, parse_path
 
 if TYPE_CHECKING:
     from jail import Jail
     from memfs.memory.model import Memory
-    from memfs.store.engine import Engine
+    from memfs.recall import Recall
+    from memfs.store.engine import Engine, Precondition
+    from memfs.store.mirror import Mirrors
     from memfs.tokens import Tokens
 
 # "read": an agent looks (the engine checks it may read the store); "write": an agent
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
 Access = Literal["read", "write", "operator"]
 # The modules that declare ops, imported once by `ops`.
 DECLARATIONS = ("control.ops.storage", "control.ops.history", "control.ops.memory",
-                "control.ops.tokens")
+                "control.ops.recall", "control.ops.tokens", "control.ops.mirrors")
 # fields a transport fills in itself, never taken from a caller
 RESERVED_FIELDS = frozenset({"op", "id", "as_agent"})
 
@@ -61,7 +64,7 @@ class Rest:
     status: int = 200
     renames: Mapping[str, str] = field(default_factory=dict)  # REST name -> model field
     adjust: Adjust | None = None  # turns the gathered fields into the model's
-    if_match: bool = False  # If-Match becomes ``expect`` (a version-checked write)
+    conditional: bool = False  # If-Match / If-None-Match hold for the path's file
 
 
 @dataclass(frozen=True)
@@ -78,12 +81,15 @@ class Tool:
 @dataclass(frozen=True)
 class Parts:
     """What handlers work with: the engine, the memory model, the jail (None when it is
-    not running) and the HTTP tokens."""
+    not running), the HTTP tokens, the stores' mirrors and ranked recall (None when it
+    is not running)."""
 
     engine: Engine
     memory: Memory
     jail: Jail | None
     tokens: Callable[[], Tokens]
+    mirrors: Mirrors
+    recall: Recall | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,9 @@ class Call:
     uid: int | None  # the caller's uid, when a transport knows it (the socket does)
     delegate: bool  # the caller is a delegate uid (may force another agent's lease)
     parts: Parts
+    # the caller's own condition on the file's current version (HTTP's If-Match /
+    # If-None-Match), for the ops that change one file: in process only, never on a line
+    precondition: Precondition | None = None
 
     @property
     def engine(self) -> Engine:
@@ -108,6 +117,12 @@ class Call:
         if self.parts.jail is None:
             raise MemfsError("search and sed edits are unavailable: the jail is not running")
         return self.parts.jail
+
+    def recall(self) -> Recall:
+        """Ranked recall; raises RecallOff when this daemon keeps no index."""
+        if self.parts.recall is None:
+            raise RecallOff()
+        return self.parts.recall
 
     def path(self, raw: str) -> MemPath:
         """STORE/PATH (or MOUNT/STORE/PATH) of a file; raises InvalidInput."""

@@ -21,11 +21,11 @@ from control.protocol.base import (
     wire_encoding,
 )
 from control.protocol.wire import ProtocolError
-from jail.errors import StoreNotReadable
 from memfs.store.errors import InvalidInput
 from memfs.store.paths import MemPath
 
 if TYPE_CHECKING:
+    from memfs.store.engine import Committed
     from memfs.store.versions import Pinned
 
 
@@ -83,8 +83,8 @@ class WriteRequest(BaseRequest):
             except UnicodeEncodeError:  # decode_request refuses these; kept for safety
                 raise ProtocolError("invalid", "content is not valid Unicode text",
                                     self.id) from None
-        try:
-            return base64.b64decode(self.content_b64 or "", validate=True)
+        try:  # strict: only the alphabet and correct padding (checked in C, no regex)
+            return binascii.a2b_base64(self.content_b64 or "", strict_mode=True)
         except (binascii.Error, ValueError):
             raise ProtocolError("invalid", "content_b64 is not valid base64", self.id) from None
 
@@ -155,23 +155,21 @@ def write(call: Call, request: WriteRequest) -> dict[str, Any]:
         jail, scripts, agent = call.jail(), request.sed, call.agent
         committed = call.engine.edit(
             agent, path, lambda data: jail.sed(scripts, data, caller=agent),
-            force=request.force, expected=request.expect,
+            force=request.force, expected=request.expect, precondition=call.precondition,
         )
     else:
         committed = call.engine.write(
             call.agent, path, request.data(), append=request.append, force=request.force,
-            expected=request.expect,
+            expected=request.expect, precondition=call.precondition,
         )
-    return {"path": str(committed.path), "digest": committed.digest,
-            "size": committed.size, "created": committed.created,
-            "previous_digest": committed.previous, "commit": committed.commit}
+    return committed_fields(committed)
 
 
 @operation(DeleteRequest, summary="Delete a file (version-checked)", access="write")
 def delete(call: Call, request: DeleteRequest) -> dict[str, Any]:
     path = call.path(request.path)
     committed = call.engine.delete(call.agent, path, force=request.force,
-                                   expected=request.expect)
+                                   expected=request.expect, precondition=call.precondition)
     return {"path": str(path), "deleted": True, "commit": committed.commit}
 
 
@@ -179,21 +177,31 @@ def delete(call: Call, request: DeleteRequest) -> dict[str, Any]:
 def search(call: Call, request: SearchRequest) -> dict[str, Any]:
     jail, engine = call.jail(), call.engine
     stores = {name: engine.store_dir(name) for name in engine.readable_stores(call.agent)}
-    try:
-        outcome = jail.search(stores, request.args, known=engine.config.stores,
-                              hidden=engine.planted, mount=str(engine.config.mount),
-                              caller=call.agent)
-    except StoreNotReadable as error:
-        # A search naming a store the agent cannot read is permission_denied (the
-        # jail, which sees only the readable stores, would call it invalid).
-        engine.check_access(call.agent, error.store)
-        raise
+
+    def exists(path: str) -> None:
+        # A path to search is checked before rg runs, as any command's path: a store
+        # the agent cannot see or a path that does not exist is not_found, with the
+        # names it may have meant (never rg's own error about a missing file).
+        engine.require(call.agent, call.store_or_path(path))
+
+    outcome = jail.search(stores, request.args, check=exists, hidden=engine.planted,
+                          mount=str(engine.config.mount), caller=call.agent)
     return {
         "output": outcome.output.decode("utf-8", "replace"),
         "exit_code": outcome.exit_code,
         "truncated": outcome.truncated,
         "stderr": outcome.stderr,
     }
+
+
+def committed_fields(committed: Committed) -> dict[str, Any]:
+    """The reply of a write, edit or restore: the new version, the one it replaced
+    (None: created), its commit, and ``unchanged`` (the file already held exactly
+    this: nothing was committed)."""
+    return {"path": str(committed.path), "digest": committed.digest,
+            "size": committed.size, "created": committed.created,
+            "previous_digest": committed.previous, "commit": committed.commit,
+            "unchanged": committed.unchanged}
 
 
 def content_fields(encoding: str, data: bytes) -> dict[str, Any]:

@@ -4,9 +4,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
+
+from memfs.config import NAME_RE
+from memfs.memory import records
+from memfs.store import revs
 
 MAX_ID_CHARS = 256  # a string request id is echoed back in the reply
 MAX_ARGS = 256
@@ -34,8 +39,43 @@ def wire_encoding(value: str, info: ValidationInfo) -> str:
     if value == "bytes" and on_the_wire(info):
         raise ValueError("encoding bytes is for in-process callers; use base64")
     return value
-# A revision: a commit id (4-40 hex digits), HEAD~N, or a time; checked by the history.
-Rev = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+def matching(pattern: str, name: str, hint: str) -> tuple[Any, ...]:
+    """The metadata of a str field that must match ``pattern`` (a JSON Schema pattern,
+    ``^...$``): the pattern in the model's JSON schema, and the same pattern checked
+    (re.fullmatch), refused as "bad NAME 'value': HINT". Whoever reads the schema knows
+    exactly what passes."""
+    regex = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not regex.fullmatch(value):
+            raise ValueError(f"bad {name} {value[:80]!r}: {hint}")
+        return value
+
+    return Field(json_schema_extra={"pattern": pattern}), AfterValidator(check)
+
+
+# A revision: a commit id (4-40 hex digits), HEAD~N, or a time (memfs/store/revs.py).
+Rev = Annotated[str, Field(max_length=64), *matching(
+    revs.REV_PATTERN, "revision", "use a commit id (4-40 hex digits), HEAD~N, or a time "
+    "such as 2026-11-30T10:00")]
+Time = Annotated[str, Field(max_length=64), *matching(
+    revs.TIME_PATTERN, "time", "use YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM] (a date "
+    "and time that exist)")]
+StoreName = Annotated[str, Field(max_length=64), *matching(
+    NAME_RE.pattern, "store name", "use 1-64 letters, digits, '.', '_' or '-', starting "
+    "with a letter or digit")]
+# Agents' texts (memfs/memory/records.py): a required one holds more than white space;
+# none holds NUL; a line no line break.
+TEXT_MAX = records.MAX_TEXT
+Text = Annotated[str, Field(max_length=TEXT_MAX), *matching(
+    records.TEXT_PATTERN, "text", "it must not be empty or white space only, nor hold NUL")]
+OptionalText = Annotated[str, Field(max_length=TEXT_MAX), *matching(
+    records.OPTIONAL_TEXT_PATTERN, "text", "it must not hold NUL")]
+Line = Annotated[str, Field(max_length=1000), *matching(
+    records.LINE_PATTERN, "line", "it must be one line, not empty or white space only, "
+    "without NUL")]
 
 
 class BaseRequest(BaseModel):

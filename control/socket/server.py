@@ -47,6 +47,10 @@ from control.ratelimit import RateLimitedLog
 log = logging.getLogger("memfs.control")
 
 READ_CHUNK = 256 * 1024
+# A read that starts a new line goes into a buffer of this size that the connection
+# keeps: most requests fit, and a recv() of READ_CHUNK would allocate (and fault in)
+# 256 KiB for each of them (~15 us a request). Longer lines go on with READ_CHUNK.
+FIRST_READ = 16 * 1024
 # Requests carried out at once, by all connections together (as trio's default thread
 # limiter did before connections got threads of their own): a bound on the memory and
 # disk work that clients can start together.
@@ -71,6 +75,7 @@ class ServerLimits:
     """The resolved limits of one server (see memfs.config.LimitsConfig)."""
 
     max_line: int  # longest request line from an agent or delegate uid
+    max_file_size: int | None = None  # the config's, which max_line is made for
     max_line_unknown_uid: int = 64 * 1024
     max_connections: int = 1024
     max_connections_per_uid: int = 64
@@ -263,31 +268,42 @@ class ControlServer:
         line over the cap is decoded."""
         known = self.connections.known(uid)
         max_line = self.limits.max_line if known else self.limits.max_line_unknown_uid
+        too_long = self._too_long(known, max_line)
         buffer = bytearray()
         scanned = 0  # buffer[:scanned] holds no newline
         held = 0  # this connection's share of self.buffered
         discarding = False  # inside a refused line: drop bytes up to its newline
+        first = memoryview(bytearray(FIRST_READ))
         try:
             while True:
-                room = READ_CHUNK if discarding else min(READ_CHUNK, max_line + 1 - len(buffer))
-                chunk = conn.recv(room)
-                if not chunk:
-                    return
                 if discarding:
-                    newline = chunk.find(b"\n")
+                    dropped = conn.recv(READ_CHUNK)
+                    if not dropped:
+                        return
+                    newline = dropped.find(b"\n")
                     if newline < 0:
                         continue
-                    chunk = chunk[newline + 1 :]
+                    buffer += dropped[newline + 1 :]
                     discarding = False
-                buffer += chunk
+                else:
+                    room = min(READ_CHUNK, max_line + 1 - len(buffer))
+                    if buffer:
+                        chunk = conn.recv(room)
+                        if not chunk:
+                            return
+                        buffer += chunk
+                    else:
+                        got = conn.recv_into(first, min(FIRST_READ, room))
+                        if not got:
+                            return
+                        buffer += first[:got]
                 start = 0
                 while (newline := buffer.find(b"\n", scanned)) >= 0:
                     with memoryview(buffer) as view:
                         line = bytes(view[start:newline])
                     start = scanned = newline + 1
                     if len(line) > max_line:  # only just after a dropped line
-                        conn.sendall(p.encode_error(
-                            None, "too_large", f"request line longer than {max_line} bytes"))
+                        conn.sendall(too_long)
                     elif line and not line.isspace():
                         conn.sendall(self._reply(uid, line))
                 del buffer[:start]
@@ -295,8 +311,7 @@ class ControlServer:
                 refusal = None
                 with self._buffered_lock:
                     if len(buffer) > max_line:
-                        refusal = p.encode_error(
-                            None, "too_large", f"request line longer than {max_line} bytes")
+                        refusal = too_long
                     elif (len(buffer) > SMALL_LINE and self.buffered - held + len(buffer)
                           > self.limits.max_buffered_bytes):
                         refusal = p.encode_error(
@@ -313,6 +328,16 @@ class ControlServer:
         finally:
             with self._buffered_lock:
                 self.buffered -= held
+
+    def _too_long(self, known: bool, max_line: int) -> bytes:
+        """The reply to a request line over ``max_line``: for an agent's (``known``)
+        connection, with the config's ``max_file_size`` in its details, so that a
+        client can say how large a file may be (the size it sent is its own to say)."""
+        details = {}
+        if known and self.limits.max_file_size is not None:
+            details["max_file_size"] = self.limits.max_file_size
+        return p.encode_error(None, "too_large", f"request line longer than {max_line} bytes",
+                              details)
 
     def _reply(self, uid: int, line: bytes) -> bytes:
         """The reply line to one request line; never raises."""

@@ -2,13 +2,14 @@
 rm, download, upload, grep) and the daemon's (serve, attach, detach, mcp) here, the
 other groups each in a module that registers its commands into the parser:
 `memfs.cli.history` (log, show, diff, restore), `memfs.cli.memory` (session, task,
-decision, brief), `memfs.cli.tokens` (token, agent); ``python -m memfs.cli`` runs it
+decision, brief), `memfs.cli.recall` (recall, reindex), `memfs.cli.tokens` (token,
+agent), `memfs.cli.mirror` (mirror status and push); ``python -m memfs.cli`` runs it
 too. The file commands live here rather than in a module of their own so that
 ``memfs cat`` loads one module of memfs: each costs start-up (about 0.1 ms).
 Client commands import only the small socket client, never the server stack, so
 ``memfs cat`` starts about as fast as Python itself. Exit codes (each error code's is
 in memfs/errors.py): 0 ok, 1 other error, 2 bad usage or invalid input, 3 conflict,
-4 permission denied, 5 not found, 6 the memory's disk is full.
+4 permission denied, 5 not found, 6 the memory's disk is full, 7 a mirror push failed.
 """
 
 from __future__ import annotations
@@ -85,12 +86,26 @@ def cmd_cat(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_stat(client: Client, args: argparse.Namespace) -> int:
     info = client.stat(args.path)
-    lines = [f"{key}: {value}" for key, value in info.items()]
-    _out(args, info, "\n".join(lines))
+    lines = [f"{key}: {_shown(key, value)}" for key, value in info.items()]
+    _out(args, info, "\n".join(lines))  # --json: the values as they are
     return EXIT_OK
 
 
+def _shown(key: str, value: object) -> str:
+    """A stat field for people: times in UTC, yes/no, sizes in bytes, "-" for none."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "-"
+    if key.endswith("_at") and isinstance(value, int | float):
+        import time
+
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
+    return f"{value} bytes" if key == "size" else str(value)
+
+
 def _committed(args: argparse.Namespace, result: Committed, verb: str) -> int:
+    verb = "unchanged" if result.get("unchanged") else verb  # it held this already
     _out(args, result, f"{verb} {result['path']} ({result['size']} bytes, {result['digest'][:16]})")
     return EXIT_OK
 
@@ -210,35 +225,93 @@ def _port(text: str) -> int:
 # -- parsing ----------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
+def _options(*wanted: str) -> argparse.ArgumentParser:
+    """A parent parser with the global options ``wanted`` (of socket, as, agent, json):
+    each command lists only those it takes."""
+    import argparse
+
+    parent = argparse.ArgumentParser(add_help=False)
+    if "socket" in wanted:
+        parent.add_argument("--socket", default=argparse.SUPPRESS, metavar="PATH",
+                            help="the daemon's control socket (env MEMFS_SOCKET; default: "
+                                 "your personal daemon's if you run one, else "
+                                 "/run/memfs/control.sock)")
+    if "as" in wanted:
+        parent.add_argument("--as", dest="as_agent", default=argparse.SUPPRESS,
+                            metavar="AGENT", help="act for AGENT (delegate uids only)")
+    if "agent" in wanted:
+        parent.add_argument("--agent", default=argparse.SUPPRESS, metavar="NAME",
+                            help="the agent you are, in personal mode (env MEMFS_AGENT)")
+    if "json" in wanted:
+        parent.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                            help="print results as JSON")
+    return parent
+
+
+GREP_USAGE = "memfs grep [RG-FLAGS] PATTERN [PATH...]"
+
+
+def _grep_help() -> str:
+    """What ``memfs grep --help`` says after its usage: the paths, and the ripgrep
+    flags the jail takes (jail/rg_args.py's allow-list) and refuses."""
+    import textwrap
+
+    from jail import rg_args
+
+    def wrapped(words: list[str]) -> str:
+        return textwrap.fill(" ".join(words), width=88, initial_indent="  ",
+                             subsequent_indent="  ", break_on_hyphens=False)
+
+    allowed = set(rg_args.VALUE_FLAGS) | rg_args.SWITCHES
+    shorts = [f"-{char}" for char, flag in sorted(rg_args.SHORT.items())
+              if flag in allowed and flag != "--help"]
+    longs = sorted(flag for flag in allowed if flag != "--help")
+    refused = [f"  {flag}: it {why}" for flag, why in sorted(rg_args.REFUSED.items())]
+    return "\n".join([
+        "Real ripgrep over your stores, jailed (Landlock, seccomp): a search, not a read,",
+        "so it records nothing as seen. PATH is STORE or STORE/PATH (or /memory/STORE/...);",
+        "without one, every store you may read. Output paths read STORE/PATH. A store or",
+        "path that does not exist is not found (exit 5) before rg runs. Exit codes: 0",
+        "matches, 1 none, 2 a refused flag or a bad pattern, 5 not found.",
+        "",
+        "ripgrep flags it takes (any other is refused):",
+        wrapped(shorts), wrapped(longs),
+        "refused on purpose:", *refused,
+        "",
+        "What each flag does: memfs grep --rg-help (ripgrep's own help, from the daemon's",
+        "jailed rg).",
+    ])
+
+
+def _parser(grep_help: bool = False) -> argparse.ArgumentParser:
+    """The whole command line's parser (``grep_help``: with memfs grep's long help,
+    which reads the jail's allow-list)."""
     import argparse  # here, not at the top: the fast path below does without it
 
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--socket", default=argparse.SUPPRESS,
-                        help="control socket (env MEMFS_SOCKET; default: your personal daemon's "
-                             "if you run one, else /run/memfs/control.sock)")
-    common.add_argument("--as", dest="as_agent", default=argparse.SUPPRESS, metavar="AGENT",
-                        help="act for AGENT (delegate uids only)")
-    common.add_argument("--agent", default=argparse.SUPPRESS, metavar="NAME",
-                        help="the agent you are, in personal mode (env MEMFS_AGENT)")
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="print results as JSON")
+    common = _options("socket", "as", "agent", "json")
     parser = argparse.ArgumentParser(
         prog="memfs", parents=[common],
         description="Shared memory for agents: plain files, version-checked writes.",
         epilog="exit codes: 0 ok, 1 error, 2 usage/invalid, 3 conflict, "
-               "4 permission denied, 5 not found, 6 disk full",
+               "4 permission denied, 5 not found, 6 disk full, 7 mirror push failed",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                help="what to do (memfs COMMAND --help: its own help)")
 
-    def add(name: str, func: Callable[..., int], help_text: str) -> argparse.ArgumentParser:
-        command = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+    def add(name: str, func: Callable[..., int], help_text: str,
+            parents: Sequence[argparse.ArgumentParser] = (common,),
+            **how: Any) -> argparse.ArgumentParser:
+        how = {"help": help_text, "description": help_text, **how}
+        command = sub.add_parser(name, parents=list(parents), **how)
         command.set_defaults(func=func)
         return command
 
-    serve = add("serve", cmd_serve, "run the daemon in the foreground (mount + control socket)")
-    serve.add_argument("--config", help="TOML config file (with --personal: optional, for "
-                       "advanced settings)")
+    serve = add("serve", cmd_serve, "run the daemon in the foreground (mount + control socket)",
+                parents=())
+    serve.add_argument("--config", metavar="FILE", help="TOML config file (with --personal: "
+                       "optional, for advanced settings)")
+    serve.add_argument("--socket", default=argparse.SUPPRESS, metavar="PATH",
+                       help="listen on this control socket instead of the config's `socket`")
     serve.add_argument("--demo", action="store_true",
                        help="run on the embedded default: a private root with demo stores")
     serve.add_argument("--personal", action="store_true",
@@ -254,53 +327,72 @@ def _parser() -> argparse.ArgumentParser:
                           help="mount nothing: open a FUSE session and wait for root to "
                           "mount it (`memfs attach`; the system service)")
     attach = add("attach", cmd_attach, "as root: mount the FUSE session of a daemon started "
-                 "with --await-mount (the system service's ExecStartPost)")
-    attach.add_argument("--config", required=True, help="the daemon's TOML config file")
+                 "with --await-mount (the system service's ExecStartPost)", parents=())
+    attach.add_argument("--config", required=True, metavar="FILE",
+                        help="the daemon's TOML config file")
     attach.add_argument("--pid", type=int, required=True, help="the daemon's pid ($MAINPID)")
     detach = add("detach", cmd_attach, "as root: lazily unmount the mount of a daemon that "
-                 "has stopped (the system service's ExecStopPost)")
-    detach.add_argument("--config", required=True, help="the daemon's TOML config file")
+                 "has stopped (the system service's ExecStopPost)", parents=())
+    detach.add_argument("--config", required=True, metavar="FILE",
+                        help="the daemon's TOML config file")
     mcp = add("mcp", cmd_mcp, "run the MCP tool layer over stdio (over HTTP: /mcp on the "
-              "daemon's [http] listener, with a bearer token)")
+              "daemon's [http] listener, with a bearer token)",
+              parents=[_options("socket", "as", "agent")])
     mcp.add_argument("--http", dest="mcp_http", metavar="HOST:PORT",
                      help=argparse.SUPPRESS)  # gone: says where
     mcp.add_argument("--local-dir", metavar="DIR",
                      help="confine storage_download/storage_upload to local files under DIR")
     ls = add("ls", cmd_ls, "list files: STORE/PATH per line (globs with **)")
-    ls.add_argument("globs", nargs="*", metavar="GLOB")
+    ls.add_argument("globs", nargs="*", metavar="GLOB",
+                    help="STORE/PATH globs: *, ?, [...] within a name, ** across folders "
+                         "(default: every file of your stores)")
     cat = add("cat", cmd_cat, "print a file and record its version as seen")
-    cat.add_argument("path", metavar="PATH")
+    cat.add_argument("path", metavar="PATH", help="the file, as STORE/PATH")
     cat.add_argument("--offset", type=int, metavar="LINE", help="first line (1-based)")
     cat.add_argument("--limit", type=int, metavar="LINES", help="number of lines")
     cat.add_argument("--at", metavar="REV", help="the version at REV (a commit id, HEAD~N or "
                      "a time), from history")
     st = add("stat", cmd_stat, "show a file's digest, size, last writer and your seen digest")
-    st.add_argument("path", metavar="PATH")
+    st.add_argument("path", metavar="PATH", help="the file, as STORE/PATH")
     write = add("write", cmd_write, "write stdin to PATH (replace, or --append)")
-    write.add_argument("path", metavar="PATH")
+    write.add_argument("path", metavar="PATH",
+                       help="the file, as STORE/PATH (created with its folders if missing)")
     write.add_argument("--append", action="store_true", help="append instead of replacing")
     write.add_argument("--force", action="store_true", help="skip the version check")
     edit = add("edit", cmd_edit, "edit PATH with a GNU sed script (jailed, version-checked)")
-    edit.add_argument("path", metavar="PATH")
-    edit.add_argument("-e", dest="scripts", action="append", required=True, metavar="SCRIPT")
+    edit.add_argument("path", metavar="PATH", help="the file, as STORE/PATH")
+    edit.add_argument("-e", dest="scripts", action="append", required=True, metavar="SCRIPT",
+                      help="a GNU sed script, e.g. 's/8/10/' (repeat -e for more; run with "
+                           "--sandbox: no e, r or w commands)")
     edit.add_argument("--force", action="store_true", help="skip the version check")
     rm = add("rm", cmd_rm, "delete PATH (version-checked)")
-    rm.add_argument("path", metavar="PATH")
+    rm.add_argument("path", metavar="PATH", help="the file, as STORE/PATH")
     rm.add_argument("--force", action="store_true", help="skip the version check")
     download = add("download", cmd_download, "copy PATH to a local file (records the version)")
-    download.add_argument("path", metavar="PATH")
-    download.add_argument("dest", metavar="DEST")
+    download.add_argument("path", metavar="PATH", help="the file, as STORE/PATH")
+    download.add_argument("dest", metavar="DEST",
+                          help="a local file, or a local folder to put it in")
     upload = add("upload", cmd_upload, "copy a local file to PATH (version-checked)")
-    upload.add_argument("src", metavar="SRC")
-    upload.add_argument("path", metavar="PATH")
+    upload.add_argument("src", metavar="SRC", help="the local file")
+    upload.add_argument("path", metavar="PATH", help="the file, as STORE/PATH")
     upload.add_argument("--force", action="store_true", help="skip the version check")
-    add("grep", cmd_grep, "search with ripgrep: memfs grep [RG-FLAGS] PATTERN [PATH...]")
-    from memfs.cli import history, memory, tokens
+    grep = add("grep", cmd_grep, "search with ripgrep: memfs grep [RG-FLAGS] PATTERN [PATH...]",
+               usage=GREP_USAGE, description="Search your stores with ripgrep.",
+               epilog=_grep_help() if grep_help else None,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    grep.add_argument("rg_args", nargs="*", metavar="RG-FLAGS PATTERN PATH",
+                      help="ripgrep's flags (those below), the pattern, and STORE[/PATH]s "
+                           "to search")
+    grep.add_argument("--rg-help", action="store_true",
+                      help="ripgrep's own help for its flags (from the daemon's jailed rg)")
+    from memfs.cli import history, memory, mirror, recall, tokens
 
     history.register(add)
+    recall.register(add)
     memory.register(add, common)
     tokens.register(add, common)
     tokens.register_agents(add, common)
+    mirror.register(add, common)
     return parser
 
 
@@ -316,6 +408,19 @@ def _split_grep(argv: list[str]) -> tuple[list[str], list[str] | None]:
     if at < len(argv) and argv[at] == "grep":
         return argv[: at + 1], argv[at + 1 :]
     return argv, None
+
+
+def _grep_wants(args: list[str], *flags: str) -> bool:
+    """Whether ripgrep's arguments ``args`` hold one of ``flags`` as a flag: before
+    ``--``, and not as the pattern of -e/--regexp."""
+    previous = ""
+    for word in args:
+        if word == "--":
+            return False
+        if word in flags and previous not in ("-e", "--regexp"):
+            return True
+        previous = word
+    return False
 
 
 class _Args:
@@ -421,8 +526,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     if args.command == "grep":
         args.rg_args = rg_args or []
+        if _grep_wants(args.rg_args, "-h", "--help"):
+            _parser(grep_help=True).parse_args([*ours, "--help"])  # memfs grep's; exits
+        if _grep_wants(args.rg_args, "--rg-help"):
+            args.rg_args = ["--help"]  # ripgrep's, from the daemon's rg
         if not args.rg_args:
-            print("memfs grep: a PATTERN is required", file=sys.stderr)
+            print(f"memfs grep: a PATTERN is required (usage: {GREP_USAGE}; more: memfs grep "
+                  "--help)", file=sys.stderr)
             return EXIT_USAGE
     if args.command in ("serve", "mcp", "attach", "detach"):
         try:

@@ -77,7 +77,8 @@ def cmd_restore(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result)
     else:
-        what = "recreated" if result["created"] else "restored"
+        what = "unchanged" if result.get("unchanged") else \
+            "recreated" if result["created"] else "restored"
         print(f"{what} {result['path']} as of {args.rev} ({result['size']} bytes, "
               f"{result['digest'][:16]})")
     return 0
@@ -94,14 +95,18 @@ def register(add: Add) -> None:
     log.add_argument("--author", metavar="AGENT", help="only changes by AGENT")
     log.add_argument("-p", "--patch", action="store_true", help="show each change's diff")
     show = add("show", cmd_show, "print a file as it was at a revision")
-    show.add_argument("path", metavar="PATH")
+    show.add_argument("path", metavar="PATH", help="the file, as STORE/PATH (also one "
+                      "deleted since)")
     show.add_argument("--at", required=True, metavar="REV",
                       help="a commit id, HEAD~N, or a time such as 2026-11-30T10:00")
     diff = add("diff", cmd_diff, "a unified diff: since you last read PATH, or REV[..REV]")
-    diff.add_argument("path", metavar="PATH")
-    diff.add_argument("rev", nargs="?", metavar="REV[..REV]")
+    diff.add_argument("path", metavar="PATH", help="the file, as STORE/PATH")
+    diff.add_argument("rev", nargs="?", metavar="REV[..REV]",
+                      help="from REV to now, or from one REV to another (a commit id, HEAD~N "
+                           "or a time); default: since you last read PATH")
     restore = add("restore", cmd_restore,
                   "write PATH back as it was at REV (version-checked like a write)")
-    restore.add_argument("path", metavar="PATH")
-    restore.add_argument("rev", metavar="REV")
+    restore.add_argument("path", metavar="PATH", help="the file, as STORE/PATH")
+    restore.add_argument("rev", metavar="REV", help="the revision to bring back: a commit id, "
+                         "HEAD~N or a time such as 2026-11-30T10:00")
     restore.add_argument("--force", action="store_true", help="skip the version check")

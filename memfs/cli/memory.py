@@ -173,7 +173,8 @@ def register(add: Add, common: argparse.ArgumentParser) -> None:
 
     def group(name: str, text: str) -> Callable[..., argparse.ArgumentParser]:
         parser = add(name, lambda *_: 2, text)
-        actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+        actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                        help=f"what to do with {name}s")
 
         def action(verb: str, func: Callable[..., int], help_text: str) -> argparse.ArgumentParser:
             sub = actions.add_parser(verb, parents=[store], help=help_text,
@@ -188,59 +189,66 @@ def register(add: Add, common: argparse.ArgumentParser) -> None:
     start.add_argument("--goal", help="what this session is for")
     point = session("checkpoint", session_checkpoint,
                     "add a checkpoint (after meaningful progress, not only at the end)")
-    point.add_argument("session", metavar="SESSION")
-    point.add_argument("note", metavar="NOTE")
+    point.add_argument("session", metavar="SESSION", help="the session's id (from start)")
+    point.add_argument("note", metavar="NOTE", help="what was done or found so far")
     hand = session("handoff", session_handoff, "close the session with a handoff")
-    hand.add_argument("session", metavar="SESSION")
+    hand.add_argument("session", metavar="SESSION", help="the session's id (from start)")
     hand.add_argument("--summary", required=True, help="what was done")
     hand.add_argument("--next", required=True, help="what should happen next")
     listed = session("list", session_list, "sessions, most recent first")
     listed.add_argument("--by", metavar="AGENT", help="only this agent's sessions")
-    listed.add_argument("--state", choices=("open", "closed"))
-    listed.add_argument("-n", type=int, default=50, metavar="N")
+    listed.add_argument("--state", choices=("open", "closed"),
+                        help="only open or only closed sessions")
+    listed.add_argument("-n", type=int, default=50, metavar="N",
+                        help="at most N sessions (default 50)")
     shown = session("show", session_show, "one session with its entries")
-    shown.add_argument("session", metavar="SESSION")
+    shown.add_argument("session", metavar="SESSION", help="the session's id")
 
     overview = add("brief", brief, "the start-of-session brief: handoffs, next action, tasks, "
                    "hazards, what changed since you read it")
-    overview.add_argument("store_arg", nargs="?", metavar="STORE")
+    overview.add_argument("store_arg", nargs="?", metavar="STORE",
+                          help="the structured store (default: your only one)")
     overview.add_argument("--store", help=argparse.SUPPRESS)
-    overview.add_argument("--max-bytes", type=int, default=4096, metavar="N")
+    overview.add_argument("--max-bytes", type=int, default=4096, metavar="N",
+                          help="the brief's size at most, in bytes (default 4096)")
 
     task = group("task", "tasks with leases: add, list, show, claim, checkpoint, complete, "
                  "release")
     added = task("add", task_add, "add a task; prints its id")
-    added.add_argument("task", metavar="ID")
-    added.add_argument("--title", required=True)
-    added.add_argument("--body")
+    added.add_argument("task", metavar="ID", help="the new task's id, e.g. fix-login")
+    added.add_argument("--title", required=True, help="one line: what is to be done")
+    added.add_argument("--body", help="the details")
     tasks_listed = task("list", task_list, "tasks")
-    tasks_listed.add_argument("--status", choices=("open", "claimed", "expired", "done"))
-    task("show", task_show, "one task").add_argument("task", metavar="ID")
+    tasks_listed.add_argument("--status", choices=("open", "claimed", "expired", "done"),
+                              help="only the tasks in this state")
+    task("show", task_show, "one task").add_argument("task", metavar="ID",
+                                                     help="the task's id")
     claim = task("claim", task_claim, "claim a task (lease_held, exit 3, if another agent "
                  "holds it)")
-    claim.add_argument("task", metavar="ID")
+    claim.add_argument("task", metavar="ID", help="the task's id")
     claim.add_argument("--ttl", default="60m", help="lease time: 45s, 30m, 2h (default 60m)")
     claim.add_argument("--session", help="the session this claim is part of")
     check = task("checkpoint", task_checkpoint, "note progress; extends the lease")
-    check.add_argument("task", metavar="ID")
-    check.add_argument("note", metavar="NOTE")
+    check.add_argument("task", metavar="ID", help="the task's id")
+    check.add_argument("note", metavar="NOTE", help="the progress made")
     complete = task("complete", task_complete, "mark the task done")
-    complete.add_argument("task", metavar="ID")
-    complete.add_argument("--note")
+    complete.add_argument("task", metavar="ID", help="the task's id")
+    complete.add_argument("--note", help="how it was done")
     release = task("release", task_release, "give the task up")
-    release.add_argument("task", metavar="ID")
+    release.add_argument("task", metavar="ID", help="the task's id")
     release.add_argument("--force", action="store_true",
                          help="release another agent's lease (delegates only)")
 
     decision = group("decision", "decision records: record, list, show")
     record = decision("record", decision_record, "record a decision; prints its id")
-    record.add_argument("--title", required=True)
-    record.add_argument("--decision", required=True)
-    record.add_argument("--reason", required=True)
-    record.add_argument("--context")
-    record.add_argument("--consequences")
+    record.add_argument("--title", required=True, help="one line naming the decision")
+    record.add_argument("--decision", required=True, help="what was decided")
+    record.add_argument("--reason", required=True, help="why")
+    record.add_argument("--context", help="the situation it was decided in")
+    record.add_argument("--consequences", help="what follows from it")
     record.add_argument("--supersedes", metavar="ID", help="the decision this one replaces")
     decided = decision("list", decision_list, "decisions, newest first")
     decided.add_argument("--status", choices=("accepted", "superseded", "all"),
-                         default="accepted")
-    decision("show", decision_show, "one decision").add_argument("decision", metavar="ID")
+                         default="accepted", help="which decisions (default: accepted)")
+    decision("show", decision_show, "one decision").add_argument(
+        "decision", metavar="ID", help="the decision's id")

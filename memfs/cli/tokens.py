@@ -90,7 +90,8 @@ def _days(text: str) -> float:
 def register(add: Add, common: argparse.ArgumentParser) -> None:
     """Add ``memfs token`` with its actions to the CLI's parser."""
     parser = add("token", lambda *_: 2, "bearer tokens for the HTTP listener (delegates only)")
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                    help="what to do with tokens")
 
     def action(verb: str, func: Callable[..., int], text: str) -> argparse.ArgumentParser:
         sub = actions.add_parser(verb, parents=[common], help=text, description=text)
@@ -98,19 +99,21 @@ def register(add: Add, common: argparse.ArgumentParser) -> None:
         return sub
 
     create = action("create", token_create, "create a token for AGENT; prints it once")
-    create.add_argument("agent", metavar="AGENT")
+    create.add_argument("agent", metavar="AGENT", help="the agent the token acts as")
     create.add_argument("--label", metavar="TEXT", help="what the token is for")
     create.add_argument("--expires", type=_days, metavar="DAYS",
                         help="expire after DAYS days (default: never)")
     action("list", token_list, "tokens: id, agent, state, created, last used, expiry, label")
     revoke = action("revoke", token_revoke, "revoke a token by its id (from `token list`)")
-    revoke.add_argument("token", metavar="ID")
+    revoke.add_argument("token", metavar="ID", help="the token's id (12 hex digits)")
 
 
 def register_agents(add: Add, common: argparse.ArgumentParser) -> None:
     """Add ``memfs agent list`` to the CLI's parser."""
     parser = add("agent", lambda *_: 2, "the agents (delegates; the owner in personal mode)")
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listed = actions.add_parser("list", parents=[common], help="the agents: in personal mode "
-                                "when each was first and last seen (UTC), else uid and stores")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                    help="what to do with agents")
+    text = ("the agents: in personal mode when each was first and last seen (UTC), else uid "
+            "and stores")
+    listed = actions.add_parser("list", parents=[common], help=text, description=text)
     listed.set_defaults(func=agent_list)

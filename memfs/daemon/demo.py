@@ -1,10 +1,14 @@
 """The embedded default behind ``memfs serve --demo``: a private root with two demo
 stores and a few notes, a structured store ``team`` with a task and a decision, the
 invoking uid (the one behind sudo, under sudo) mapped to agent ``demo``, and the HTTP
-listener on 127.0.0.1:7800 with a fresh bearer token for ``demo`` printed in the
-banner. Started as root (scripts/demo), the daemon serves as the service user
-``memfs``, which it hands the demo root /var/lib/memfs-demo to; the stores are seeded
-after that drop (`prepare_demo`), never as root."""
+listener on 127.0.0.1:7800 with a bearer token for ``demo`` printed in the banner.
+Started as root (scripts/demo), the daemon serves as the service user ``memfs``, which
+it hands the demo root /var/lib/memfs-demo to; the stores are seeded and the token
+made after that drop (`prepare_demo`), never as root, and only once this daemon owns
+the root (its control socket and HTTP listener are bound: a second demo has failed
+by then and touches nothing). The token stays the same across restarts until it is
+revoked (`demo_token`). ``MEMFS_DEMO_ROOT`` and ``MEMFS_DEMO_LISTEN`` put the root and
+the listener elsewhere (the tests do)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from pathlib import Path
 
 from memfs.config import Config, parse_config
 from memfs.memory.model import Memory
+from memfs.store import statefile
 from memfs.store.engine import Engine
 from memfs.store.paths import parse_path
 from memfs.tokens import Tokens
@@ -21,6 +26,7 @@ DEMO_ROOT = Path("/var/lib/memfs-demo")
 REVIEWER_UID = 61002  # a second agent, for trying conflicts with --as reviewer
 DEMO_LISTEN = "127.0.0.1:7800"
 DEMO_TOKEN_LABEL = "demo banner"
+DEMO_TOKEN_FILE = "demo-token"  # in ROOT/state: the banner's token, the one plain copy
 
 NOTES = {
     "oncall-notes/README.md": (
@@ -48,10 +54,12 @@ def demo_uid() -> int:
 
 
 def demo_config(uid: int) -> Config:
-    """The demo's config, agent ``demo`` being ``uid``; its root is DEMO_ROOT when
-    started as root, else under ``$XDG_RUNTIME_DIR``."""
-    root = (DEMO_ROOT if os.geteuid() == 0
-            else Path(os.environ.get("XDG_RUNTIME_DIR", "/tmp")) / "memfs-demo")
+    """The demo's config, agent ``demo`` being ``uid``; its root is ``MEMFS_DEMO_ROOT``,
+    else DEMO_ROOT when started as root, else under ``$XDG_RUNTIME_DIR``; its HTTP
+    listener ``MEMFS_DEMO_LISTEN``, else DEMO_LISTEN."""
+    root = Path(os.environ.get("MEMFS_DEMO_ROOT") or (
+        DEMO_ROOT if os.geteuid() == 0
+        else Path(os.environ.get("XDG_RUNTIME_DIR", "/tmp")) / "memfs-demo"))
     agents = {"demo": {"uid": uid, "stores": {"oncall-notes": "read_write",
                                               "payments": "read_write", "team": "read_write"}}}
     if uid != REVIEWER_UID:
@@ -65,7 +73,7 @@ def demo_config(uid: int) -> Config:
             "delegates": [uid],
             "stores": {"oncall-notes": {}, "payments": {}, "team": {"structured": True}},
             "agents": agents,
-            "http": {"listen": DEMO_LISTEN},
+            "http": {"listen": os.environ.get("MEMFS_DEMO_LISTEN") or DEMO_LISTEN},
         },
         source="demo config",
     )
@@ -90,28 +98,38 @@ def seed(engine: Engine) -> None:
 
 
 def prepare_demo(engine: Engine) -> str:
-    """Seed what is missing and make a new token for ``demo``; returns the banner. The
-    daemon calls it once its engine has recovered, before it serves."""
+    """Seed what is missing and get the token for ``demo``; returns the banner. The
+    daemon calls it once its engine has recovered, before it serves: after it has
+    bound its socket and listener (a second demo on the root fails before), and as
+    the service user (who then owns the token's file)."""
     seed(engine)
     return demo_banner(engine.config, demo_token(engine.config))
 
 
 def demo_token(config: Config) -> str:
-    """A new token for agent ``demo``; the one the previous start printed is revoked
-    (only the hashes are kept, so it cannot be shown again)."""
-    tokens = Tokens(config.root / "state")
-    for record in tokens.list():
-        if record.label == DEMO_TOKEN_LABEL and record.revoked is None:
-            tokens.revoke(record.id)
-    token, _record = tokens.create("demo", DEMO_TOKEN_LABEL)
-    return token
+    """The bearer token for agent ``demo`` that the banner prints: the one kept in
+    ``ROOT/state/demo-token`` (mode 0600) while it is active, so that every start
+    prints the same token and agents using it go on working; a new one (kept there)
+    when that one was revoked or expired, or the file is missing. The tokens file
+    keeps only hashes: that file is the token's one plain copy."""
+    state = config.root / "state"
+    kept = state / DEMO_TOKEN_FILE
+    tokens = Tokens(state)
+    with statefile.locked(state / "locks" / f"{DEMO_TOKEN_FILE}.lock"):
+        token = (statefile.read_text(kept) or "").strip()
+        if token and tokens.verify(token) is not None:
+            return token
+        token, _record = tokens.create("demo", DEMO_TOKEN_LABEL)
+        statefile.write_atomically(kept, token + "\n")
+        return token
 
 
 def demo_banner(config: Config, token: str | None = None) -> str:
-    url = f"http://{DEMO_LISTEN}"
+    url = f"http://{config.http.listen if config.http else DEMO_LISTEN}"
     http = "" if token is None else f"""
 HTTP API (REST under /v1, MCP at /mcp, /metrics) on {url}, as agent "demo":
   export MEMFS_TOKEN={token}
+  (the same at every start until revoked: memfs token list, memfs token revoke ID)
   curl -H "Authorization: Bearer $MEMFS_TOKEN" {url}/v1/stores
   curl -i -H "Authorization: Bearer $MEMFS_TOKEN" {url}/v1/stores/oncall-notes/files/README.md
 Web view (read-only) in a browser: {url}/ui/ (sign in with that token)

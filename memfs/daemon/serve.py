@@ -3,7 +3,8 @@ model needs (memfs/daemon/privilege.py): as root, the privileged phase (the root
 mount point and the socket's directory handed to the service user; the control socket
 and the HTTP listener bound), then the drop; then, as any user, the engine, the mount
 and the lock-down. `run` then recovers and serves engine, jail, mount, control socket
-and (with ``[http]``) the HTTP listener in one nursery, tells systemd when all are up
+and (with ``[http]``) the HTTP listener in one nursery, pushes each store's history to
+its mirrors in the background (memfs/store/mirror.py), tells systemd when all are up
 (``READY=1``), and turns SIGINT/SIGTERM into a clean shutdown (``STOPPING=1``; HTTP
 requests in flight finish, the mount is unmounted, the socket removed, the jail
 launcher stopped)."""
@@ -11,6 +12,7 @@ launcher stopped)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 import os
@@ -42,9 +44,11 @@ from memfs.daemon import privilege
 from memfs.daemon.sdnotify import notify
 from memfs.errors import MemfsError
 from memfs.memory.model import Memory
+from memfs.recall import Recall
 from memfs.service_user import service_user
 from memfs.store import shared_root
 from memfs.store.engine import Engine
+from memfs.store.mirror import Mirrors
 
 if TYPE_CHECKING:
     from control.http.app import BoundHttp
@@ -153,6 +157,7 @@ def connection_limits(config: Config, fd_limit: int) -> tuple[ServerLimits, Http
                     control, f", http_max_connections {http}" if http else "")
     server = ServerLimits(
         max_line=max_line_bytes(config.max_file_size),
+        max_file_size=config.max_file_size,
         max_line_unknown_uid=limits.max_line_unknown_uid,
         max_connections=control,
         max_connections_per_uid=limits.max_connections_per_uid,
@@ -190,6 +195,7 @@ class Started:
     jail: Jail
     engine: Engine
     mount: Mount | None
+    recall: Recall | None
 
 
 def start(config: Config, stack: contextlib.ExitStack, *,
@@ -211,9 +217,7 @@ def start(config: Config, stack: contextlib.ExitStack, *,
         privilege.hand_over(config, user, mount=mount == "fusermount")
     bound = None
     if config.http is not None:
-        from control.http.app import bind_http
-
-        bound = bind_http(config.http)  # the TLS key may be readable by root only
+        bound = bind_http_listener(config)  # the TLS key may be readable by root only
         stack.callback(bound.close)
     control = bind_listener(config.socket)
     stack.callback(_remove_socket, config.socket)  # ours to remove, once bound
@@ -222,8 +226,16 @@ def start(config: Config, stack: contextlib.ExitStack, *,
         privilege.drop(user)
     jail = start_jail(config)  # under the service user: the jail needs no privilege
     stack.callback(jail.close)
+    if any(spec.mirrors for spec in config.stores.values()):
+        from memfs.store.restore import restore_from_mirrors
+
+        restore_from_mirrors(config)  # a lost host's stores, from their backups
     engine = Engine(config)
     stack.callback(engine.close)
+    recall = None
+    if config.recall:
+        recall = Recall(engine)  # its slot of ROOT/state/recall; started once recovered
+        stack.callback(recall.close)
     mounted: Mount | None = None
     if mount == "fusermount":
         from memfs.fuse.mount import mount as mount_view
@@ -237,7 +249,33 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     if mounted is not None:
         stack.callback(mounted.close)
     privilege.lock_down()
-    return Started(limits, http_limits, control, bound, jail, engine, mounted)
+    return Started(limits, http_limits, control, bound, jail, engine, mounted, recall)
+
+
+# Why a listener could not bind, in the words of the config it came from.
+_BIND_ERRORS = {
+    errno.EADDRINUSE: "the address is in use (another memfs, or another program, listens "
+                      "there): stop it, or set another port",
+    errno.EADDRNOTAVAIL: "this host has no such address",
+    errno.EACCES: "a port below 1024 needs privilege: take one above",
+}
+
+
+def bind_http_listener(config: Config) -> BoundHttp:
+    """``[http] listen`` bound (control/http/app.py's bind_http); raises MemfsError
+    naming the address and the key it came from when it cannot be bound, OSError
+    when the TLS certificate or key cannot be loaded (its message says which)."""
+    from control.http.app import bind_http
+
+    assert config.http is not None
+    try:
+        return bind_http(config.http)
+    except OSError as error:
+        if error.errno is None:  # the certificate or key: the message says it all
+            raise
+        key = "[http] listen" + (", from --http" if config.personal is not None else "")
+        why = _BIND_ERRORS.get(error.errno, error.strerror or str(error))
+        raise MemfsError(f"cannot listen on {config.http.listen} ({key}): {why}") from None
 
 
 def _remove_socket(path: Path) -> None:
@@ -259,27 +297,38 @@ async def run(config: Config, started: Started, *,
     engine, jail = started.engine, started.jail
     dispatcher: Dispatcher | None = None
     metrics = None
+    mirrors = Mirrors(config)
     try:
         memory = Memory(engine)
         if config.http is not None:
             from control.http.metrics import MeasuredControlServer, MeasuredDispatcher, Metrics
 
             metrics = Metrics()
-            dispatcher = MeasuredDispatcher(engine, jail, memory, metrics=metrics)
+            dispatcher = MeasuredDispatcher(engine, jail, memory, mirrors, started.recall,
+                                            metrics=metrics)
             server: ControlServer = MeasuredControlServer(dispatcher, started.limits,
                                                           metrics=metrics)
             engine.observe_commits(metrics.commit_seconds.observe)
             jail.observer = metrics.jail_run
+            metrics.watch_mirrors(mirrors)
         else:
-            dispatcher = Dispatcher(engine, jail, memory)
+            dispatcher = Dispatcher(engine, jail, memory, mirrors, started.recall)
             server = ControlServer(dispatcher, started.limits)
         await trio.to_thread.run_sync(engine.recover)
         await trio.to_thread.run_sync(memory.repair)
+        if started.recall is not None:  # after recovery: the catch-up sees what it found
+            await trio.to_thread.run_sync(started.recall.start)
+        # each store's pusher wakes at a commit (and looks at main every few seconds:
+        # other daemons' commits, recovery's); it never holds up the commit
+        engine.commit_listeners.append(mirrors.committed)
+        mirrors.start()
         await sweep_seen_records(engine, first=True)
         text = None if banner is None else await trio.to_thread.run_sync(banner, engine)
         listener = trio.SocketListener(trio.socket.from_stdlib_socket(started.control))
         async with trio.open_nursery() as nursery:
             changed_elsewhere: list[Callable[[str], None]] = []
+            if started.recall is not None:
+                changed_elsewhere.append(started.recall.store_changed)
             if started.mount is not None:
                 from memfs.fuse.mount import serve_mount
 
@@ -329,6 +378,7 @@ async def run(config: Config, started: Started, *,
                     nursery.cancel_scope.cancel()
                     break
     finally:
+        mirrors.close()  # a push under way is killed: its remote keeps what it had
         if config.http is not None and dispatcher is not None:
             _flush_tokens(dispatcher)
 

@@ -34,10 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from memfs.memory import records as r
+from memfs.memory.errors import Closed
 from memfs.store.errors import InvalidInput, NotFound
 
 FOLDER = "decisions"
-DECISION_ID = re.compile(r"\d{4}-\d{2}-\d{2}-[a-z0-9][a-z0-9-]{0,60}")
+DECISION_ID_PATTERN = r"^\d{4}-\d{2}-\d{2}-[a-z0-9][a-z0-9-]{0,60}$"
+DECISION_ID = re.compile(DECISION_ID_PATTERN)
 SECTIONS = ("Decision", "Reason", "Context", "Consequences")
 
 
@@ -113,8 +115,8 @@ def superseded(current: bytes | None, old_id: str, new_id: str,
         raise InvalidInput(f"decisions/{old_id}.md is not a decision memfs can read")
     successor = old.fields.get("superseded_by")
     if isinstance(successor, str) and exists(successor):
-        raise InvalidInput(f"decision {old_id} is already superseded by "
-                           f"{r.literal(successor)}; supersede that one instead")
+        raise Closed(f"decision {old_id} is already superseded by "
+                     f"{r.literal(successor)}; supersede that one instead")
     return _linked(old, new_id)
 
 

@@ -30,6 +30,14 @@ class LeaseLost(MemfsError):
         self.task, self.holder = task, holder
 
 
+class Closed(MemfsError):
+    """The record no longer takes this operation: a session handed off (closed), a task
+    done, a decision superseded. A state of the record, not a mistake in the request:
+    another agent may have closed it meanwhile."""
+
+    code = "closed"
+
+
 class AlreadyExists(MemfsError):
     """A task id (or another record's name) is taken: a conflict, as a file someone
     else created first."""

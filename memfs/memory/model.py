@@ -37,10 +37,9 @@ class Memory:
 
     def store_for(self, agent: str, store: str | None) -> str:
         """The structured store to use: ``store`` (checked), or the agent's only one.
-        Raises InvalidInput (not structured, none, several), PermissionDenied."""
+        Raises InvalidInput (not structured, none, several), NotFound (not one of the
+        agent's stores)."""
         if store is not None:
-            if store not in self.engine.config.stores:
-                raise NotFound(f"no store named {store!r}")
             self.engine.check_access(agent, store)
             if not self.engine.config.stores[store].structured:
                 raise InvalidInput(f"store {store} is not structured (structured = true "
@@ -150,11 +149,22 @@ class Memory:
 
     def task_claim(self, agent: str, store: str | None, task_id: str, *, ttl: int,
                    session: str | None = None) -> dict[str, Any]:
+        """Claim (or extend) the lease. ``session``, when given, must be an open
+        session of ``agent`` in this store (checked in the same step as the claim):
+        NotFound when there is none, Closed when it was handed off, PermissionDenied
+        when it is another agent's."""
         store = self.store_for(agent, store)
-        if session is not None:
-            sessions.path_of(session)
-        return self._task(agent, store, task_id, "claimed", lambda cur, now: tasks.claimed(
-            cur, task_id, agent, session, ttl, now))
+        path = tasks.path_of(task_id)
+
+        def claim(read: Reader, now: float) -> tuple[dict[str, bytes | None], Any]:
+            if session is not None:
+                sessions.check_own(read(sessions.path_of(session)), session, agent)
+            task = tasks.claimed(read(path), task_id, agent, session, ttl, now)
+            return {path: tasks.render(task)}, tasks.Task(task).view(now)
+
+        view, commit = self._change(agent, store, "task", f"task: {agent} claimed {task_id}",
+                                    claim)
+        return {**view, "store": store, "commit": commit}
 
     def task_checkpoint(self, agent: str, store: str | None, task_id: str,
                         note: str) -> dict[str, Any]:

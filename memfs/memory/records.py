@@ -26,12 +26,52 @@ from memfs.store.errors import InvalidInput
 
 Clock = Callable[[], float]  # epoch seconds; time.time unless a test injects one
 
-SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
-_DURATION = re.compile(r"(\d{1,9})([smhd])")
+SLUG_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
+SLUG = re.compile(SLUG_PATTERN)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_DURATION = 30 * 86400
 _PLAIN = re.compile(r"[A-Za-z0-9_./@+-][A-Za-z0-9 _./@+,():'-]*")
 MAX_TEXT = 64 * 1024  # one note, goal, summary, title or body
 _LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # str.splitlines's
+# str.isspace's characters (what str.strip removes): a text of only these is empty
+_SPACES = frozenset("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2028\u2029\u202f\u205f"
+                    "\u3000" + "".join(map(chr, range(0x2000, 0x200b))))
+
+
+def _class(chars: frozenset[str]) -> str:
+    """The characters as the inside of a regex class, each as a \\uXXXX escape (read
+    alike by Python's re, JSON Schema's ECMA-262 patterns and pydantic's)."""
+    return "".join(f"\\u{ord(c):04x}" for c in sorted(chars))
+
+
+def _upto(limit: int) -> str:
+    """A regex of the decimal numbers 1..``limit``, without leading zeros."""
+    digits = str(limit)
+    shorter = [rf"[1-9]\d{{0,{len(digits) - 2}}}"] if len(digits) > 1 else []
+    same = []
+    for at, digit in enumerate(digits):
+        low = "1" if at == 0 else "0"
+        if int(digit) > int(low):
+            rest = len(digits) - at - 1
+            tail = rf"\d{{{rest}}}" if rest else ""
+            same.append(f"{digits[:at]}[{low}-{int(digit) - 1}]{tail}")
+    same.append(digits)
+    return "(?:" + "|".join(shorter + same) + ")"
+
+
+# What agents' texts may be, as patterns for the protocol's models (their JSON schemas)
+# and checked by `text` alike: no NUL; a required one holds a character other than
+# white space; a one-line one no line break.
+_NUL = frozenset("\0")
+OPTIONAL_TEXT_PATTERN = rf"^[^{_class(_NUL)}]*$"
+TEXT_PATTERN = (rf"^[^{_class(_NUL)}]*[^{_class(_NUL | _SPACES)}][^{_class(_NUL)}]*$")
+_NOT_LINE = _class(_NUL | _LINE_BREAKS)
+LINE_PATTERN = (rf"^[^{_NOT_LINE}]*[^{_class(_NUL | _LINE_BREAKS | _SPACES)}]"
+                rf"[^{_NOT_LINE}]*$")
+# a duration: 1s to 30d, as 45s, 30m, 2h, 1d
+DURATION_PATTERN = "^(?:" + "|".join(
+    f"{_upto(MAX_DURATION // seconds)}{unit}" for unit, seconds in _UNITS.items()) + ")$"
+_DURATION = re.compile(DURATION_PATTERN)
 
 
 def iso(at: float) -> str:
@@ -57,15 +97,12 @@ def day(at: float) -> str:
 
 
 def duration(text: str) -> int:
-    """Seconds of ``45s``, ``30m``, ``2h``, ``1d``; raises InvalidInput."""
-    match = _DURATION.fullmatch(text.strip())
-    if not match:
+    """Seconds of ``45s``, ``30m``, ``2h``, ``1d`` (DURATION_PATTERN: 1s to 30d, no
+    leading zero); raises InvalidInput."""
+    if not _DURATION.fullmatch(text):
         raise InvalidInput(f"bad duration {text!r}: use a number and s, m, h or d (45s, 30m, "
-                           "2h)")
-    seconds = int(match.group(1)) * _UNITS[match.group(2)]
-    if not 1 <= seconds <= 30 * 86400:
-        raise InvalidInput(f"duration {text!r} must be between 1s and 30d")
-    return seconds
+                           "2h), from 1s to 30d")
+    return int(text[:-1]) * _UNITS[text[-1]]
 
 
 def check_slug(kind: str, value: str) -> str:
@@ -143,7 +180,7 @@ def front_matter(fields: Mapping[str, object]) -> str:
             shown = "null"
         elif isinstance(value, str) and _PLAIN.fullmatch(value) and value.strip() == value \
                 and ": " not in value and not value.endswith(":") \
-                and value not in ("null", "true", "false"):
+                and value not in ("null", "true", "false") and not value.isdigit():
             shown = value
         else:
             shown = json.dumps(value, ensure_ascii=False)

@@ -36,10 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memfs.memory import records as r
+from memfs.memory.errors import Closed
 from memfs.store.errors import InvalidInput, NotFound, PermissionDenied
 
 FOLDER = "sessions"
-SESSION_ID = re.compile(r"\d{4}-\d{2}-\d{2}-[A-Za-z0-9._-]{1,64}-[0-9a-f]{4}")
+SESSION_ID_PATTERN = r"^\d{4}-\d{2}-\d{2}-[A-Za-z0-9._-]{1,64}-[0-9a-f]{4}$"
+SESSION_ID = re.compile(SESSION_ID_PATTERN)
 _ENTRY = re.compile(
     r"^## (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{3})?Z) (checkpoint|handoff)$", re.M)
 
@@ -145,21 +147,32 @@ def _section(lines: list[str], title: str) -> str:
     return r.unquote(taken)
 
 
-def appended(current: bytes | None, session_id: str, agent: str, entry: Entry,
-             *, close: bool = False) -> bytes:
-    """The session file with ``entry`` added (and closed by a handoff). Raises
-    NotFound, PermissionDenied (another agent's session), InvalidInput (closed)."""
+def check_own(current: bytes | None, session_id: str, agent: str) -> Session:
+    """The open session ``session_id`` of ``agent`` (``current``: its file's bytes).
+    Raises NotFound (no such session), InvalidInput (not one memfs can read), Closed
+    (handed off) or PermissionDenied (another agent's)."""
     if current is None:
-        raise NotFound(f"no session {session_id}")
+        raise NotFound(f"no session {session_id}: name one of your open sessions "
+                       "(session_start makes one)")
     session = parse(f"{session_id}.md", current)
     if session is None:
         raise InvalidInput(f"session {session_id} is not a session file memfs can read")
     if session.agent != agent:
         raise PermissionDenied(f"session {session_id} belongs to {r.literal(session.agent)}; "
-                               "only its agent adds to it")
+                               "only its agent adds to it or claims tasks in it")
     if session.state != "open":
-        raise InvalidInput(f"session {session_id} was handed off and is closed; start a new "
-                           "session")
+        raise Closed(f"session {session_id} was handed off and is closed; start a new "
+                     "session")
+    return session
+
+
+def appended(current: bytes | None, session_id: str, agent: str, entry: Entry,
+             *, close: bool = False) -> bytes:
+    """The session file with ``entry`` added (and closed by a handoff). Raises
+    NotFound, PermissionDenied (another agent's session), Closed (handed off)."""
+    if current is None:
+        raise NotFound(f"no session {session_id}")
+    check_own(current, session_id, agent)
     text = current.decode("utf-8", "replace")
     if close:
         head, body = text.split("\n---\n", 1)

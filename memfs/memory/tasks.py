@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memfs.memory import records as r
-from memfs.memory.errors import AlreadyExists, LeaseHeld, LeaseLost
+from memfs.memory.errors import AlreadyExists, Closed, LeaseHeld, LeaseLost
 from memfs.store.errors import InvalidInput, NotFound
 
 FOLDER = "tasks"
@@ -101,7 +101,7 @@ def claimed(current: bytes | None, task_id: str, agent: str, session: str | None
             ttl: int, now: float) -> dict[str, Any]:
     task = _load(current, task_id)
     if task.get("status") == "done":
-        raise InvalidInput(f"task {task_id} is done; nothing to claim")
+        raise Closed(f"task {task_id} is done; nothing to claim")
     lease = task.get("lease")
     if isinstance(lease, dict) and lease.get("agent") != agent and \
             r.parse_iso(lease["expires_at"]) > now:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 from memfs.store.errors import InvalidInput
+from memfs.store.paths import nameable
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a planted FIFO must not block; O_NOCTTY: nor grab a terminal.
@@ -145,7 +146,9 @@ def walk_parent(store_fd: int, parts: tuple[str, ...], *, create: bool) -> int:
     made durable by syncing its parent. Raises FileNotFoundError when a directory is
     missing and not ``create``; InvalidInput when a component is not a directory.
     """
-    fd = os.dup(store_fd)
+    if len(parts) == 1:
+        return os.dup(store_fd)
+    fd = store_fd  # not ours to close; each directory opened below is
     try:
         for name in parts[:-1]:
             try:
@@ -161,11 +164,13 @@ def walk_parent(store_fd: int, parts: tuple[str, ...], *, create: bool) -> int:
                     os.close(child)
                     os.fsync(fd)
                 child = open_dir(fd, name)
-            os.close(fd)
+            if fd != store_fd:
+                os.close(fd)
             fd = child
         return fd
     except BaseException:
-        os.close(fd)
+        if fd != store_fd:
+            os.close(fd)
         raise
 
 
@@ -175,6 +180,12 @@ def open_regular(parent_fd: int, name: str) -> int | None:
     Raises InvalidInput for a symlink, directory, special file or a file that is not
     `is_kept` (hard link, foreign owner).
     """
+    opened = open_regular_stat(parent_fd, name)
+    return None if opened is None else opened[0]
+
+
+def open_regular_stat(parent_fd: int, name: str) -> tuple[int, os.stat_result] | None:
+    """As `open_regular`, with the fstat of the file opened (the caller closes it)."""
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=parent_fd)
     except FileNotFoundError:
@@ -187,7 +198,7 @@ def open_regular(parent_fd: int, name: str) -> int | None:
         if error.errno == errno.EACCES:
             raise _not_openable(parent_fd, name) from None
         raise
-    return _kept(fd, name)
+    return fd, _kept_stat(fd, name)
 
 
 def _not_openable(parent_fd: int, name: str) -> InvalidInput:
@@ -357,10 +368,73 @@ def walk_files(store_fd: int, prefix: tuple[str, ...] = ()) -> Iterator[Entry]:
             os.close(dir_fd)
 
 
+def missing_from(store_fd: int, parts: tuple[str, ...]) -> int | None:
+    """Where STORE/PARTS stops existing: the index of the first of ``parts`` that its
+    folder does not hold, or None when the whole path exists (a folder, a file, or
+    anything memfs hides). Never follows a symlink; raises InvalidInput when a
+    component on the way is not a folder."""
+    fd = open_dir(store_fd, ".")  # a fresh open: a dup would share the store fd's offset
+    try:
+        for index, name in enumerate(parts):
+            if index == len(parts) - 1:
+                try:
+                    os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    return index
+                return None
+            try:
+                child = open_dir(fd, name)
+            except FileNotFoundError:
+                return index
+            os.close(fd)
+            fd = child
+        return None
+    finally:
+        os.close(fd)
+
+
+MAX_NAMES = 10_000  # names of one folder that `shown_names` reads, at most
+
+
+def shown_names(store_fd: int, parts: tuple[str, ...]) -> list[str]:
+    """The names memfs shows in the folder STORE/PARTS: its folders and the files it
+    keeps (`is_kept`), at most MAX_NAMES (it answers an error: its cost is bounded);
+    none if the folder cannot be opened."""
+    try:
+        fd = open_dir(store_fd, ".")  # a fresh open, as in missing_from
+        for name in parts:
+            try:
+                child = open_dir(fd, name)
+            finally:
+                os.close(fd)
+            fd = child
+    except (OSError, InvalidInput):
+        return []
+    names: list[str] = []
+    with closing_fd(fd), os.scandir(fd) as entries:
+        for entry in entries:
+            if len(names) >= MAX_NAMES:
+                break
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (is_kept(st) or stat.S_ISDIR(st.st_mode)) and nameable(entry.name):
+                names.append(entry.name)
+    return names
+
+
 def _kept(fd: int, name: str) -> int:
     """``fd`` if it is a file memfs keeps (`is_kept`); else closed, and InvalidInput."""
+    _kept_stat(fd, name)
+    return fd
+
+
+def _kept_stat(fd: int, name: str) -> os.stat_result:
+    """The fstat of ``fd`` if it is a file memfs keeps (`is_kept`); else ``fd`` is
+    closed, and InvalidInput."""
     st = os.fstat(fd)
     if not is_kept(st):
         os.close(fd)
         raise InvalidInput(f"{name!r} {not_kept_reason(st)}")
-    return fd
+    return st

@@ -31,11 +31,12 @@ from typing import Any
 import pygit2
 
 from memfs.config import Config, check_name
-from memfs.store import backing
+from memfs.store import backing, near
 from memfs.store.agents import AgentRegistry
 from memfs.store.errors import (
     ABSENT,
     AgentRequired,
+    ConditionFailed,
     Conflict,
     InvalidInput,
     NotFound,
@@ -43,11 +44,11 @@ from memfs.store.errors import (
     TooLarge,
     refused_when_full,
 )
-from memfs.store.globs import compile_glob, literal_store
+from memfs.store.globs import compile_glob, literal_prefix
 from memfs.store.history import SINGLE_PATH_OPS
 from memfs.store.history_reads import HistoryReads
 from memfs.store.pages import Page, read_page
-from memfs.store.paths import MemPath, nameable
+from memfs.store.paths import MemPath, check_component, nameable
 from memfs.store.seen import SeenRecords
 from memfs.store.staging import Staged, Staging
 from memfs.store.store import Landing, Store
@@ -59,13 +60,15 @@ from memfs.store.versions import FileInfo, Pinned, Version, appended_digest, ver
 class Committed:
     """An accepted change: the new version's digest and size, the digest of the
     version it replaced (None: the file was created), and its history commit (None:
-    the store keeps no history)."""
+    the store keeps no history, or ``unchanged``: the file already held exactly this,
+    so nothing was landed or committed)."""
 
     path: MemPath
     digest: str
     size: int
     previous: str | None
     commit: str | None = None
+    unchanged: bool = False
 
     @property
     def created(self) -> bool:
@@ -88,6 +91,9 @@ class Plan:
 
 RESERVED = ("sessions", "tasks", "decisions")  # folders of a structured store
 Reader = Callable[[str], bytes | None]  # path below a store -> its bytes, None if missing
+# A caller's own condition on the current version (HTTP's If-Match / If-None-Match):
+# the current digest (None: no file) -> whether the change may be made.
+Precondition = Callable[[str | None], bool]
 
 
 class Engine:
@@ -115,7 +121,7 @@ class Engine:
             else AgentRegistry(state, config.personal.owner))
         self.history = HistoryReads(self._stores, self.seen, check_access=self.check_access,
                                     readable_stores=self.readable_stores,
-                                    current_bytes=self.current_bytes)
+                                    current_bytes=self.current_bytes, missing=self.missing)
         self.unrecorded = UnrecordedReads(
             self._stores, check_access=self.check_access,
             pin=lambda agent, path: self.open_version(agent, path, record=False))
@@ -190,7 +196,10 @@ class Engine:
             return as_agent
         agent = config.agent_for_uid(uid)
         if agent is None:
-            raise PermissionDenied(f"uid {uid} is not mapped to any agent")
+            raise PermissionDenied(
+                f"uid {uid} is not mapped to any agent: give it one in the daemon's config "
+                f"([agents.NAME] with uid = {uid}), or act for an agent from a delegate uid "
+                "with --as AGENT")
         return agent
 
     def check_delegation(self, uid: int, agent: str) -> None:
@@ -250,12 +259,44 @@ class Engine:
                 if store.generation.changed_elsewhere()]
 
     def check_access(self, agent: str, store: str, *, write: bool = False) -> None:
-        """Raise PermissionDenied unless ``agent`` may read (or write) ``store``."""
+        """Raise NotFound unless ``agent`` is attached to ``store`` (a store it cannot
+        see does not exist for it, and the stores it might have meant are its own
+        only: no answer reveals another agent's store); PermissionDenied unless it may
+        write there, for ``write``."""
         access = self.config.access(agent, store)
         if access is None:
-            raise PermissionDenied(f"agent {agent!r} is not attached to store {store!r}")
+            known = self.config.personal is not None or agent in self.config.agents
+            raise near.no_store(store, self.readable_stores(agent) if known else [])
         if write and access != "read_write":
             raise PermissionDenied(f"agent {agent!r} has read-only access to store {store!r}")
+
+    def missing(self, path: MemPath) -> NotFound | None:
+        """None when ``path`` exists (a folder, a file, or something memfs hides; a
+        store-only path: the store), else the NotFound to raise, with the names near
+        the first missing part in the folder above it. No access check. Raises
+        InvalidInput when a part on the way is not a folder."""
+        store_fd = self._stores[path.store].fd
+        found = backing.missing_from(store_fd, path.parts)
+        if found is None:
+            return None
+        return near.no_path(path, found, backing.shown_names(store_fd, path.parts[:found]))
+
+    def require(self, agent: str, path: MemPath) -> None:
+        """Raise NotFound (with near names) unless ``agent`` may read ``path.store``
+        and ``path`` exists there (see `missing`): what a command that names a file or
+        folder to list, search or log checks first."""
+        self.check_access(agent, path.store)
+        error = self.missing(path)
+        if error is not None:
+            raise error
+
+    def _not_found(self, path: MemPath) -> NotFound:
+        """The NotFound of a file found missing: with near names (see `missing`)."""
+        try:
+            error = self.missing(path)
+        except (InvalidInput, OSError):  # changed meanwhile: the plain answer will do
+            error = None
+        return error or NotFound(f"{path} does not exist")  # None: it came back meanwhile
 
     # -- reads --------------------------------------------------------------------
 
@@ -283,7 +324,7 @@ class Engine:
         if opened is None:
             if absent:
                 self._saw_absent(agent, path)
-            raise NotFound(f"{path} does not exist")
+            raise self._not_found(path)
         fd, st = opened
         try:
             version = version_of(fd, st, remember=True)
@@ -368,7 +409,7 @@ class Engine:
         """The current version and its bytes. Raises NotFound, InvalidInput."""
         opened = self._open_current(path)
         if opened is None:
-            raise NotFound(f"{path} does not exist")
+            raise self._not_found(path)
         fd, st = opened
         with backing.closing_fd(fd):
             version = version_of(fd, st)
@@ -386,19 +427,21 @@ class Engine:
 
     def list(self, agent: str, patterns: list[str]) -> list[str]:
         """``STORE/PATH`` of every regular file the agent may read that matches one of
-        the globs (all files when there is none), sorted."""
+        the globs (all files when there is none), sorted. The part of a glob before
+        its first wildcard (all of it, if it has none) must name a store of the agent
+        and a folder or file there; else NotFound, with near names (see `require`)."""
         stores = self.readable_stores(agent)
         mounts = ("/memory/", str(self.config.mount).rstrip("/") + "/")
         wanted = [_unmounted(p, mounts).lstrip("/") for p in patterns] or ["**"]
         found: set[str] = set()
         for pattern in wanted:
             regex = compile_glob(pattern)
-            limit = literal_store(pattern)
-            if limit is not None and limit not in stores:
-                if limit in self.config.stores:
-                    raise PermissionDenied(f"agent {agent!r} is not attached to store {limit!r}")
-                raise NotFound(f"no store named {limit!r}")
-            for store in [limit] if limit else stores:
+            literal = literal_prefix(pattern)
+            if literal:
+                for name in literal:
+                    check_component(name)  # "..", ".": refused, never walked
+                self.require(agent, MemPath(literal[0], literal[1:]))
+            for store in [literal[0]] if literal else stores:
                 for entry in backing.walk_files(self._stores[store].fd):
                     name = f"{store}/{entry.rel}"
                     if not nameable(name):
@@ -410,7 +453,8 @@ class Engine:
     # -- writes -------------------------------------------------------------------
 
     def write(self, agent: str, path: MemPath, data: bytes, *, append: bool = False,
-              force: bool = False, expected: str | None = None) -> Committed:
+              force: bool = False, expected: str | None = None,
+              precondition: Precondition | None = None) -> Committed:
         """Replace (or create) the file with ``data``, or append ``data`` to it.
 
         Replace is accepted only if the agent's seen digest equals the current one, or
@@ -419,41 +463,49 @@ class Engine:
         given, is what the caller's own connection last saw (a digest, or ABSENT: "I
         saw no file here"), and must be current too: it tells apart two processes of
         one agent, which share the agent's record. Append needs no prior read and
-        never loses data. Raises PermissionDenied, InvalidInput, TooLarge, Conflict.
+        never loses data. A replace that passes the check with the bytes the file
+        already holds (also an edit or restore that gives them, or an empty append)
+        changes nothing: the result says ``unchanged``, with no commit, and a replace
+        records the version as seen by the writer. ``precondition``, when given, must
+        hold for the current version, checked under the store lock like the rest, also
+        with ``force`` and for an append (else ConditionFailed). Raises
+        PermissionDenied, InvalidInput, TooLarge, Conflict.
         """
         self.check_access(agent, path.store, write=True)
         self._plain_write(path)
         self._check_size(len(data))
         if append:
-            return self._append(agent, path, data)
+            return self._append(agent, path, data, precondition)
         blob = self._stores[path.store].blob(data)
         with self._staging.stage(data, agent, _hex(blob)) as staged:
             return self._replace(agent, path, staged, blob, expected=expected, force=force,
-                                 op="write")
+                                 op="write", precondition=precondition)
 
     def edit(self, agent: str, path: MemPath, transform: Callable[[bytes], bytes], *,
-             force: bool = False, expected: str | None = None) -> Committed:
+             force: bool = False, expected: str | None = None,
+             precondition: Precondition | None = None) -> Committed:
         """Apply ``transform`` (e.g. a jailed sed) to the current bytes and commit the
-        result through the same version check as ``write`` (``expected`` too). The
-        check is made before the transform runs and again at commit; a transform error
-        changes nothing."""
+        result through the same version check as ``write`` (``expected`` and
+        ``precondition`` too). The check is made before the transform runs and again at
+        commit; a transform error changes nothing."""
         self.check_access(agent, path.store, write=True)
         self._plain_write(path)
         base, data = self._read_current(path)
-        if not force:
-            self._check(agent, path, base, expected)
+        self._check(agent, path, base, expected, precondition, force=force)
         new = transform(data)
         self._check_size(len(new))
         blob = self._stores[path.store].blob(new)
         with self._staging.stage(new, agent, _hex(blob)) as staged:
             return self._replace(agent, path, staged, blob, expected=base.digest, force=force,
-                                 op="edit")
+                                 op="edit", precondition=precondition)
 
     def restore(self, agent: str, path: MemPath, rev: str, *, force: bool = False,
-                expected: str | None = None) -> Committed:
+                expected: str | None = None,
+                precondition: Precondition | None = None) -> Committed:
         """Write the content ``path`` had at ``rev`` back, as a new commit naming that
-        revision: an ordinary version-checked replace (``expected`` too). Restoring a
-        deleted file recreates it (nothing is overwritten). Raises PermissionDenied,
+        revision: an ordinary version-checked replace (``expected`` and
+        ``precondition`` too). Restoring a deleted file recreates it (nothing is
+        overwritten; a ``precondition`` must still hold). Raises PermissionDenied,
         NotFound (no history, no such revision, no such file then), InvalidInput,
         Conflict."""
         self.check_access(agent, path.store, write=True)
@@ -464,12 +516,13 @@ class Engine:
         with self._staging.stage(data, agent, _hex(blob)) as staged:
             return self._replace(agent, path, staged, blob, expected=expected, force=force,
                                  op="restore", summary=f"restore {path} to {commit[:7]}",
-                                 create_freely=True)
+                                 create_freely=True, precondition=precondition)
 
     def delete(self, agent: str, path: MemPath, *, force: bool = False,
-               expected: str | None = None) -> Committed:
-        """Remove the file; version-checked like a replace (``expected`` too).
-        Raises NotFound, Conflict."""
+               expected: str | None = None,
+               precondition: Precondition | None = None) -> Committed:
+        """Remove the file; version-checked like a replace (``expected`` and
+        ``precondition`` too). Raises NotFound, Conflict."""
         self.check_access(agent, path.store, write=True)
         self._plain_write(path)
         store = self._stores[path.store]
@@ -478,9 +531,8 @@ class Engine:
             with store.locked():
                 current = _version_at(parent, path.parts[-1])
                 if current is None:
-                    raise NotFound(f"{path} does not exist")
-                if not force:
-                    self._check(agent, path, current, expected)
+                    raise self._not_found(path)
+                self._check(agent, path, current, expected, precondition, force=force)
                 commit = store.land(agent, self._email(agent),
                                     [Landing(path, parent, None, record=False, forget=True)],
                                     op="delete", summary=f"delete {path}", forced=force)
@@ -548,7 +600,8 @@ class Engine:
 
     def _check_size(self, size: int) -> None:
         if size > self.config.max_file_size:
-            raise TooLarge(f"content is {size} bytes; the limit is {self.config.max_file_size}")
+            raise TooLarge(f"content is {size} bytes; the limit is max_file_size = "
+                           f"{self.config.max_file_size} bytes", size, self.config.max_file_size)
 
     def _email(self, agent: str) -> str:
         spec = self.config.agents.get(agent)
@@ -561,56 +614,89 @@ class Engine:
                 return backing.walk_parent(self._stores[path.store].fd, path.parts,
                                            create=create)
         except FileNotFoundError:
-            raise NotFound(f"{path} does not exist") from None
+            raise self._not_found(path) from None
+
+    def _made_parent(self, agent: str, path: MemPath,
+                     precondition: Precondition | None) -> int:
+        """`_parent`, making missing folders, unless ``precondition`` refuses a missing
+        file: then ConditionFailed, and no folder is made for nothing."""
+        if precondition is not None and not precondition(None):
+            try:
+                return self._parent(path, create=False)
+            except NotFound:  # no folder, so no file: the precondition fails now
+                self._check(agent, path, None, None, precondition, force=True)
+        return self._parent(path, create=True)
 
     def _check(self, agent: str, path: MemPath, current: Version | None,
-               expected: str | None) -> None:
-        """Raise Conflict unless the agent's record, and ``expected`` when given, allow
-        replacing ``current`` (None: no file). The record allows it when it is the
-        current digest, or when there is no file and the record says no version was
-        seen (None or ABSENT); ``expected`` must name exactly what is there."""
+               expected: str | None, precondition: Precondition | None = None, *,
+               force: bool = False) -> None:
+        """Raise ConditionFailed unless ``precondition`` (when given) holds for
+        ``current`` (None: no file); then, unless ``force``, Conflict unless the agent's
+        record, and ``expected`` when given, allow replacing it. The record allows it
+        when it is the current digest, or when there is no file and the record says no
+        version was seen (None or ABSENT); ``expected`` must name exactly what is
+        there."""
+        last = None if current is None else current.last_write
+        if precondition is not None and \
+                not precondition(None if current is None else current.digest):
+            raise ConditionFailed(str(path), None if current is None else current.digest,
+                                  None, last, agent)
+        if force:
+            return
         seen = self.seen.get(agent, path)
         now = ABSENT if current is None else current.digest
         record_ok = seen == now or (current is None and seen is None)
         if not record_ok or (expected is not None and expected != now):
             failed = seen if not record_ok else expected
             raise Conflict(str(path), None if current is None else current.digest, failed,
-                           None if current is None else current.last_write, agent)
+                           last, agent)
 
     def _replace(self, agent: str, path: MemPath, staged: Staged, blob: pygit2.Oid | None, *,
                  expected: str | None, force: bool, op: str, summary: str | None = None,
-                 create_freely: bool = False) -> Committed:
+                 create_freely: bool = False,
+                 precondition: Precondition | None = None) -> Committed:
         """Land ``staged`` as the new version of ``path`` if the version check allows
-        it (``create_freely``: creating a missing file needs no check)."""
+        it (``create_freely``: creating a missing file needs no check of the record,
+        only of ``precondition``)."""
         store = self._stores[path.store]
-        parent = self._parent(path, create=True)
+        parent = self._made_parent(agent, path, precondition)
         name = path.parts[-1]
-        with backing.closing_fd(parent):
+        try:
             with store.locked():
                 current = _version_at(parent, name)
-                if not force and not (create_freely and current is None):
-                    self._check(agent, path, current, expected)
+                freely = force or (create_freely and current is None)
+                self._check(agent, path, current, expected, precondition, force=freely)
+                if current is not None and current.digest == staged.digest:
+                    # Already this version: no landing, no commit, no fsync; the writer
+                    # has seen it now, as after any accepted write.
+                    self.seen.put(agent, path, current.digest)
+                    return Committed(path, current.digest, current.size, current.digest,
+                                     unchanged=True)
                 commit = store.land(agent, self._email(agent),
                                     [Landing(path, parent, staged, blob)],
                                     op=op, summary=summary or f"{op} {path}", forced=force)
             # Outside the lock: other commits proceed while this one becomes durable;
             # the caller is answered only after the directory entry is on disk.
             os.fsync(parent)
+        finally:
+            os.close(parent)
         self._notify(path)
         return Committed(path, staged.digest, staged.size,
                          None if current is None else current.digest, commit)
 
-    def _append(self, agent: str, path: MemPath, data: bytes) -> Committed:
+    def _append(self, agent: str, path: MemPath, data: bytes,
+                precondition: Precondition | None) -> Committed:
         """Append under the store lock, so no concurrent append is lost. An existing
         file grows in place (the cost is that of ``data``, not of the file; see
         Store.append in store.py); a missing one is created like a write."""
         store = self._stores[path.store]
-        parent = self._parent(path, create=True)
+        parent = self._made_parent(agent, path, precondition)
         name = path.parts[-1]
         with backing.closing_fd(parent):
             with store.locked():
                 fd = backing.open_for_append(parent, name)
                 if fd is None:
+                    self._check(agent, path, None, None, precondition, force=True)
                     blob = store.blob(data)
                     with self._staging.stage(data, agent, _hex(blob)) as staged:
                         commit = store.land(agent, self._email(agent),
@@ -620,6 +706,10 @@ class Engine:
                 else:
                     with backing.closing_fd(fd):
                         old = version_of(fd)
+                        self._check(agent, path, old, None, precondition, force=True)
+                        if not data:  # nothing to add: no landing, no commit
+                            return Committed(path, old.digest, old.size, old.digest,
+                                             unchanged=True)
                         self._check_size(old.size + len(data))
                         # The appender knows the whole new file only if it had the old one.
                         knew = self.seen.get(agent, path) == old.digest
@@ -644,21 +734,27 @@ class Engine:
 @backing.retry_stale
 def _read_version_at(parent: int, name: str) -> tuple[Version | None, bytes]:
     """The version and bytes of ``name`` (None and b"" when it does not exist)."""
-    fd = backing.open_regular(parent, name)
-    if fd is None:
+    opened = backing.open_regular_stat(parent, name)
+    if opened is None:
         return None, b""
-    with backing.closing_fd(fd):
-        version = version_of(fd)
+    fd, st = opened
+    try:
+        version = version_of(fd, st)
         return version, backing.read_all(fd, version.size)
+    finally:
+        os.close(fd)
 
 
 @backing.retry_stale
 def _version_at(parent: int, name: str) -> Version | None:
-    fd = backing.open_regular(parent, name)
-    if fd is None:
+    opened = backing.open_regular_stat(parent, name)
+    if opened is None:
         return None
-    with backing.closing_fd(fd):
-        return version_of(fd)
+    fd, st = opened
+    try:
+        return version_of(fd, st)
+    finally:
+        os.close(fd)
 
 
 def _hex(blob: pygit2.Oid | None) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from memfs.errors import MemfsError
@@ -23,9 +23,16 @@ class InvalidInput(MemfsError):
 
 
 class TooLarge(MemfsError):
-    """Content exceeds the configured per-file size limit."""
+    """Content exceeds the configured per-file size limit. ``size`` and ``limit``:
+    its size and ``max_file_size``, in bytes, when known."""
 
     code = "too_large"
+
+    def __init__(self, message: str, size: int | None = None, limit: int | None = None
+                 ) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
 
 
 class PermissionDenied(MemfsError):
@@ -47,9 +54,15 @@ class AgentRequired(PermissionDenied):
 
 
 class NotFound(MemfsError):
-    """The store or file does not exist (for an agent allowed to know it)."""
+    """The store or file does not exist for the agent: a store it is not attached to
+    is one that does not exist. ``near``: names it may have meant (``STORE`` or
+    ``STORE/PATH``), drawn only from what the agent can see (memfs/store/near.py)."""
 
     code = "not_found"
+
+    def __init__(self, message: str, near: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.near = list(near)
 
 
 class NoSpace(MemfsError):
@@ -124,3 +137,14 @@ class Conflict(MemfsError):
             else:
                 what += f" (last written by {last.agent} at {stamp})"
         return what + "; read it again, then retry (or force to overwrite on purpose)"
+
+
+class ConditionFailed(Conflict):
+    """The caller's own condition on the file's current version (HTTP's If-Match or
+    If-None-Match) does not hold: nothing was changed. A conflict (its code and
+    details), which HTTP answers 412."""
+
+    def describe(self) -> str:
+        now = f"at version {self.current}" if self.current else "absent"
+        return (f"{self.path} is {now}, which your request's If-Match / If-None-Match "
+                "excludes; nothing was changed")

@@ -66,7 +66,7 @@ class LooseWriter(pygit2.OdbBackend):
             self._recent.put(str(oid), (kind, data))
         path = self._path(oid)
         raw = TYPES[kind] + b" %d\0" % len(data) + data
-        body = zlib.compress(raw, LEVEL)
+        body = deflate(raw)
         fd = self._unnamed(os.path.dirname(path)) if self._tmpfile else None
         if fd is None:
             _replace(path, body, sync=self._sync)
@@ -121,6 +121,17 @@ class LooseWriter(pygit2.OdbBackend):
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(())
+
+
+def deflate(raw: bytes) -> bytes:
+    """``raw`` compressed as git's loose objects are (a zlib stream, at LEVEL), with a
+    window and hash table no larger than ``raw`` needs: zlib's default ones (64 KiB
+    each, and as much again) are allocated and cleared for every stream, which cost
+    far more than compressing a tree or a small blob (a 48-byte tree: 94 us against
+    4 us). Any zlib reader takes a stream of a smaller window."""
+    wbits = min(15, max(9, len(raw).bit_length()))
+    compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, wbits, wbits - 7)
+    return compressor.compress(raw) + compressor.flush()
 
 
 def _write_all(fd: int, body: bytes) -> None:

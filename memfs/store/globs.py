@@ -234,7 +234,13 @@ def compile_glob(pattern: str) -> Glob:
     return Glob(pattern)
 
 
-def literal_store(pattern: str) -> str | None:
-    """The store a pattern is limited to, when its first component has no wildcard."""
-    first = pattern.split("/", 1)[0]
-    return None if any(ch in first for ch in "*?[") else first
+def literal_prefix(pattern: str) -> tuple[str, ...]:
+    """The components of a pattern before its first one with a wildcard (all of them
+    if it has none): the store it is limited to, and the folder (or file) below it."""
+    literal: list[str] = []
+    for name in pattern.split("/"):
+        if any(ch in name for ch in "*?["):
+            break
+        if name:
+            literal.append(name)
+    return tuple(literal)

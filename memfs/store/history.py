@@ -57,7 +57,7 @@ from pathlib import Path
 import pygit2
 
 from memfs.errors import MemfsError
-from memfs.store import crashpoints, packs
+from memfs.store import crashpoints, packs, revs
 from memfs.store.errors import InvalidInput, NoSpace, NotFound
 from memfs.store.gitobjects import (
     intact,
@@ -191,19 +191,20 @@ def _delegate_of(trailer: str | None) -> int | None:
     return int(uid) if uid.isascii() and uid.isdigit() else None
 
 
-_REV_HEX = re.compile(r"[0-9a-f]{4,40}")
-_REV_HEAD = re.compile(r"(?:HEAD|main)(?:~(\d{1,9}))?")
-_REV_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?(?:Z|[+-]\d{2}:\d{2})?")
+_REV_HEX = re.compile(revs.HEX)
+_REV_HEAD = re.compile(revs.HEAD)
+_REV_TIME = re.compile(revs.TIME)
 
 
 def parse_time(text: str) -> float:
-    """Epoch seconds of ``YYYY-MM-DD[THH:MM[:SS]][Z|+HH:MM]`` (UTC unless an offset is
-    given). Raises InvalidInput."""
+    """Epoch seconds of ``YYYY-MM-DD[THH:MM[:SS]][Z|+HH:MM]`` (revs.TIME; UTC unless
+    an offset is given). Raises InvalidInput."""
     if not _REV_TIME.fullmatch(text):
-        raise InvalidInput(f"bad time {text!r}: use YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z]")
+        raise InvalidInput(f"bad time {text!r}: use YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z] "
+                           "(a date and time that exist)")
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+    except ValueError:  # not reached: the pattern takes only what exists
         raise InvalidInput(f"bad time {text!r}: no such date or time") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)

@@ -41,8 +41,10 @@ class HistoryReads:
     def __init__(self, stores: Mapping[str, Store], seen: SeenRecords, *,
                  check_access: Callable[[str, str], None],
                  readable_stores: Callable[[str], list[str]],
-                 current_bytes: Callable[[MemPath], bytes | None]) -> None:
+                 current_bytes: Callable[[MemPath], bytes | None],
+                 missing: Callable[[MemPath], NotFound | None]) -> None:
         self._stores = stores
+        self._missing = missing
         self._seen = seen
         self._check_access = check_access
         self._readable_stores = readable_stores
@@ -63,13 +65,19 @@ class HistoryReads:
         one store (no parts), or every readable store with history (None). ``since`` /
         ``until``: times bounding the changes; ``start``: a revision of the target's
         store to begin at (inclusive) instead of the newest, for paging. Raises
-        PermissionDenied, NotFound, InvalidInput (``start`` without a target)."""
+        PermissionDenied, NotFound (also for a target that exists neither now nor in
+        the history: with near names), InvalidInput (``start`` without a target)."""
         if target is not None:
             history = self._history(agent, target.store)
             rel = target.rel or None
-            return [(target.store, entry) for entry in history.log(
-                rel, limit=limit, since=since, until=until, start=start, author=author,
-                patch=patch)]
+            entries = history.log(rel, limit=limit, since=since, until=until, start=start,
+                                  author=author, patch=patch)
+            if not entries and rel is not None:
+                error = self._missing(target)
+                filtered = any(given is not None for given in (since, until, start, author))
+                if error is not None and not (filtered and history.log(rel, limit=1)):
+                    raise error
+            return [(target.store, entry) for entry in entries]
         if start is not None:
             raise InvalidInput("a starting revision belongs to one store: name the store "
                                "(or a path in it)")
@@ -117,6 +125,8 @@ class HistoryReads:
                       history: StoreHistory) -> tuple[bytes | None, str]:
         seen = self._seen.get(agent, path)
         if seen is None:
+            if self._current_bytes(path) is None:  # nothing there, and nothing seen
+                raise NotFound(f"{path} does not exist and you have not read it")
             raise InvalidInput(f"you have not read {path}: name a revision to compare with "
                                "(memfs log shows them)")
         if seen == ABSENT:

@@ -19,10 +19,16 @@ CHUNK = 1 << 20
 class Page:
     """Lines ``[offset, offset + lines)`` of a file (1-based) and how many it has."""
 
-    text: str  # decoded as UTF-8, invalid bytes replaced
+    data: bytes  # the page's bytes (its first ``max_bytes`` when ``cut``)
     offset: int
     lines: int
     total_lines: int
+    cut: bool = False  # the page's lines went on past ``max_bytes``
+
+    @property
+    def text(self) -> str:
+        """The page decoded as UTF-8, invalid bytes replaced."""
+        return self.data.decode("utf-8", "replace")
 
     @property
     def next_offset(self) -> int | None:
@@ -39,19 +45,23 @@ def _after_nth_newline(chunk: bytes, n: int) -> int:
     return index
 
 
-def read_page(fd: int, offset: int, limit: int | None, size: int) -> Page:
+def read_page(fd: int, offset: int, limit: int | None, size: int,
+              max_bytes: int | None = None) -> Page:
     """The page of ``limit`` lines (None: to the end) from line ``offset`` (>= 1) of
-    the first ``size`` bytes behind ``fd`` (a version's bytes)."""
+    the first ``size`` bytes behind ``fd`` (a version's bytes); at most ``max_bytes``
+    of them are read (None: all)."""
     return page_of(lambda want, at: os.pread(fd, max(0, min(want, size - at)), at),
-                   offset, limit)
+                   offset, limit, max_bytes)
 
 
-def page_of_bytes(data: bytes, offset: int, limit: int | None) -> Page:
+def page_of_bytes(data: bytes, offset: int, limit: int | None,
+                  max_bytes: int | None = None) -> Page:
     """The same page of ``data``."""
-    return page_of(lambda size, at: data[at : at + size], offset, limit)
+    return page_of(lambda size, at: data[at : at + size], offset, limit, max_bytes)
 
 
-def page_of(pread: Callable[[int, int], bytes], offset: int, limit: int | None) -> Page:
+def page_of(pread: Callable[[int, int], bytes], offset: int, limit: int | None,
+            max_bytes: int | None = None) -> Page:
     """The page, reading through ``pread(size, offset)``."""
     before = offset - 1  # lines before the page
     through = None if limit is None else before + limit  # lines up to its end
@@ -72,6 +82,9 @@ def page_of(pread: Callable[[int, int], bytes], offset: int, limit: int | None) 
     total = lines if last == b"\n" else lines + 1
     start = position if start is None else start
     end = position if end is None else end
+    cut = max_bytes is not None and end - start > max_bytes
+    if max_bytes is not None:
+        end = min(end, start + max_bytes)
     parts: list[bytes] = []
     while start < end:
         piece = pread(min(end - start, CHUNK), start)
@@ -80,4 +93,4 @@ def page_of(pread: Callable[[int, int], bytes], offset: int, limit: int | None) 
         parts.append(piece)
         start += len(piece)
     shown = max(0, min(total, total if through is None else through) - before)
-    return Page(b"".join(parts).decode("utf-8", "replace"), offset, shown, total)
+    return Page(b"".join(parts), offset, shown, total, cut)

@@ -76,6 +76,47 @@ def check_component(name: str) -> str:
     return name
 
 
+@functools.cache
+def rel_path_pattern() -> str:
+    """A JSON Schema pattern (ECMA-262, read alike by Python's re) of the paths below a
+    store that `parse_path` takes: names of printable characters (the class is built
+    from `str.isprintable` itself), none empty, ``.`` or ``..``, joined by ``/``. It
+    counts characters where parse_path counts UTF-8 bytes: at most 63 a name (255
+    bytes); with a maxLength of REL_PATH_CHARS (MAX_PATH_BYTES with the store), every
+    path it takes fits, if at most MAX_DEPTH - 1 names deep (which it does not say)."""
+    any_char, no_dot = printable_class("/"), printable_class("/.")
+    # a name: 1-63 characters, not "." or ".." (said without lookaheads, which test
+    # generators cannot follow, and with no bound around a bounded name, which regex
+    # engines unroll past their size limits: the depth is the description's)
+    name = (f"(?:[{no_dot}][{any_char}]{{0,62}}|\\.[{no_dot}][{any_char}]{{0,61}}"
+            f"|\\.\\.[{any_char}]{{1,61}})")
+    return rf"^{name}(?:/{name})*$"
+
+
+@functools.cache
+def printable_class(but: str = "") -> str:
+    """The inside of a regex class of exactly the characters `str.isprintable` takes
+    (what a name may hold) but those of ``but``, literally, for JSON Schema patterns
+    (as `rel_path_pattern`)."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x110000):
+        if chr(code).isprintable() and chr(code) not in but:
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return "".join(_in_class(low) if low == high else
+                   f"{_in_class(low)}-{_in_class(high)}" for low, high in ranges)
+
+
+REL_PATH_CHARS = (MAX_PATH_BYTES - 65) // 4  # with STORE/ (64 + 1 bytes), 4 bytes a character
+
+
+def _in_class(code: int) -> str:
+    char = chr(code)
+    return "\\" + char if char in "\\]^-[" else char
+
+
 def parse_path(raw: str, *, allow_store_only: bool = False, mount: str | None = None) -> MemPath:
     """Parse ``STORE/PATH`` (or ``/memory/STORE/PATH``) into a MemPath.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import os
 import secrets
 import shutil
@@ -50,6 +51,11 @@ class Staging:
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / f"{os.getpid()}-{secrets.token_hex(4)}"
+        # Staged files are named by this daemon's random prefix and a counter: unique in
+        # its own directory and in a store's landing directory, which other daemons use
+        # too (one at a time, under the store lock), without a getrandom() per file.
+        self._prefix = secrets.token_hex(4)
+        self._counter = itertools.count()
         lock = self.path.with_name(self.path.name + ".lock")
         self._lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
@@ -68,26 +74,27 @@ class Staging:
         staged file is removed on exit unless it was moved into place. Raises NoSpace
         when the disk is full."""
         directory = self._fd if into is None else into
-        name = secrets.token_hex(8)
-        with refused_when_full():
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
-                         backing.FILE_MODE, dir_fd=directory)
+        name = f"{self._prefix}{next(self._counter):x}"
         staged = Staged(directory, name, digest_bytes(data), len(data))
+        created = False  # only a file this call created is ever removed
         try:
-            try:
-                with refused_when_full():
+            with refused_when_full():
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                             backing.FILE_MODE, dir_fd=directory)
+                created = True
+                try:
                     os.fchmod(fd, backing.FILE_MODE)
                     view = memoryview(data)
                     while view:
                         view = view[os.write(fd, view):]
                     stamp(fd, staged.digest, agent, time.time(), git)
                     os.fsync(fd)
-            finally:
-                os.close(fd)
+                finally:
+                    os.close(fd)
             crashpoints.reached("stage")
             yield staged
         finally:
-            if not staged.moved:
+            if created and not staged.moved:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(name, dir_fd=directory)
 

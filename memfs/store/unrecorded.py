@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 from memfs.store import backing
 from memfs.store.errors import InvalidInput
+from memfs.store.pages import Page, read_page
 from memfs.store.paths import MemPath, nameable
 from memfs.store.store import Store
 from memfs.store.versions import FileInfo, Pinned, version_of
@@ -18,7 +19,7 @@ Pin = Callable[[str, MemPath], Pinned]  # (agent, path) -> the current version, 
 
 
 class UnrecordedReads:
-    """peek, files and versions_of: the engine's ``unrecorded`` reads. Built by the
+    """page, files and versions_of: the engine's ``unrecorded`` reads. Built by the
     engine from its stores, its access check and its pin of the current version."""
 
     def __init__(self, stores: Mapping[str, Store], *,
@@ -28,9 +29,20 @@ class UnrecordedReads:
         self._pin = pin
 
     @backing.retry_stale
-    def peek(self, agent: str, path: MemPath, limit: int) -> tuple[bytes, FileInfo]:
-        """The first ``limit`` bytes of the current version, and its info. Raises
+    def page(self, agent: str, path: MemPath, offset: int, limit: int,
+             max_bytes: int) -> tuple[Page, FileInfo]:
+        """Lines ``[offset, offset + limit)`` of the current version, at most
+        ``max_bytes`` of them (memfs/store/pages.py), and its info. Raises
         PermissionDenied, NotFound, InvalidInput (a folder, a symlink, ...)."""
+        pinned = self._pin(agent, path)
+        with backing.closing_fd(pinned.fd):
+            page = read_page(pinned.fd, offset, limit, pinned.version.size, max_bytes)
+        return page, FileInfo.of(path, pinned.version, pinned.previous)
+
+    def peek(self, agent: str, path: MemPath, limit: int) -> tuple[bytes, FileInfo]:
+        """The first ``limit`` bytes of the current version, and its info (recall's best
+        lines). Raises PermissionDenied, NotFound, InvalidInput (a folder, a symlink,
+        ...)."""
         pinned = self._pin(agent, path)
         with backing.closing_fd(pinned.fd):
             data = os.pread(pinned.fd, min(limit, pinned.version.size), 0)

@@ -41,6 +41,15 @@ def test_write_cat_ls_rm_round_trip(daemon: Daemon) -> None:
     assert memfs_as(UID_A, daemon.socket, "cat", "notes/cli/a.md").returncode == 5
 
 
+def test_writing_what_is_there_says_unchanged(daemon: Daemon) -> None:
+    memfs_as(UID_A, daemon.socket, "write", "notes/cli/same.md", input=b"same\n")
+    again = memfs_as(UID_A, daemon.socket, "write", "notes/cli/same.md", input=b"same\n")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith(b"unchanged notes/cli/same.md (5 bytes")
+    edited = memfs_as(UID_A, daemon.socket, "edit", "notes/cli/same.md", "-e", "s/x/y/")
+    assert edited.stdout.startswith(b"unchanged notes/cli/same.md")
+
+
 def test_conflict_exit_code_and_message(daemon: Daemon) -> None:
     memfs_as(UID_A, daemon.socket, "write", "notes/cli/c.md", input=b"v1\n")
     memfs_as(UID_B, daemon.socket, "cat", "notes/cli/c.md")

@@ -1,7 +1,7 @@
 """Packaging: a wheel builds from a fresh copy of the checkout (what git tracks, no
 .venv, no build leftovers), carries every package and both scripts, declares the
 runtime dependencies (ripgrep, starlette, h11, prometheus-client, jinja2,
-markdown-it-py) outside the test extras, carries the web view's templates and static
+markdown-it-py, tantivy) outside the test extras, carries the web view's templates and static
 files, and the installed `memfs` runs from it, finding its own build-sed-jail."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from tests.support import REPO
 
 RUNTIME = ("pyfuse3", "trio", "pydantic", "mcp", "pygit2", "ripgrep", "starlette", "h11",
-           "prometheus-client", "jinja2", "markdown-it-py")
+           "prometheus-client", "jinja2", "markdown-it-py", "tantivy")
 
 
 def fresh_copy(dest: Path) -> Path:
@@ -54,7 +54,8 @@ def test_wheel_builds_and_runs(tmp_path: Path) -> None:
                    "control/http/mcp.py", "jail/api.py", "memfs/fuse/view.py",
                    "control/http/web/app.py", "control/http/web/templates/base.html",
                    "control/http/web/templates/overview.html", "control/http/web/static/web.css",
-                   "control/http/web/static/live.js"):
+                   "control/http/web/static/live.js", "memfs/recall/service.py",
+                   "control/ops/recall.py"):
         assert module in names, module
     scripts = {n.rsplit("/", 1)[1] for n in names if ".data/scripts/" in n}
     assert scripts == {"memfs", "build-sed-jail"}

@@ -18,7 +18,9 @@ Meanwhile root, mapped to a reading agent, reads both kinds through all three FU
 mounts. Socket reads are checked against the digest the daemon recorded. At the end
 the history store's git history is one linear ``main`` with one commit per accepted
 change, from the agents of all three hosts.
-``MEMFS_CLUSTER_STORM_SECONDS`` makes the storm longer (to hunt rare races).
+The storm stops on counts, never after a time: once every kind of change (KINDS) has
+happened MIN_EACH times, so that a slow machine proves as much as a fast one.
+``MEMFS_CLUSTER_STORM_SECONDS`` keeps it going at least that long (to hunt rare races).
 """
 
 from __future__ import annotations
@@ -42,9 +44,15 @@ from control.client import (
     NotFoundError,
 )
 from tests.cluster.conftest import FIRST_UID, WORKERS, Cluster, start_daemons, stop_all
-from tests.support import connect_as
+from tests.store.history.gitcheck import repo_path
+from tests.support import connect_as, scaled
 
-SECONDS = float(os.environ.get("MEMFS_CLUSTER_STORM_SECONDS", "15"))
+# The storm ends once each of these has happened MIN_EACH times (a conflict needs two
+# agents racing on one ledger: the rarest), and not before MIN_SECONDS.
+KINDS = ("replace", "append", "sed", "conflict", "forced write", "mount read")
+MIN_EACH = 10
+MIN_SECONDS = float(os.environ.get("MEMFS_CLUSTER_STORM_SECONDS", "0"))
+BUDGET = 600  # seconds (scaled): a storm short of a kind by then is stuck
 # notes keeps a git history (the default): every commit there also writes git objects
 # under the store lock, ~0.6 s on this Gluster volume, so most of the storm runs in
 # `fast` (history = false) and notes gets one ledger, for the history check.
@@ -82,6 +90,19 @@ class Storm:
         self.observed: dict[str, list[bytes]] = {path: [] for path in LEDGERS}
         self.bad: list[str] = []  # torn reads, wrong digests, internal errors
         self.counts: dict[str, int] = {}
+        started = time.monotonic()
+        self.not_before = started + MIN_SECONDS
+        self.give_up = started + max(scaled(BUDGET), MIN_SECONDS)
+
+    def going(self) -> bool:
+        """The storm goes on until every kind of change happened MIN_EACH times (and
+        MIN_SECONDS passed), or it ran out of its budget (the counts then fail it)."""
+        now = time.monotonic()
+        if now < self.not_before:
+            return True
+        with self.lock:
+            enough = all(self.counts.get(kind, 0) >= MIN_EACH for kind in KINDS)
+        return not enough and now < self.give_up
 
     def count(self, what: str) -> None:
         with self.lock:
@@ -92,10 +113,10 @@ class Storm:
             self.bad.append(message)
 
 
-def agent_worker(storm: Storm, client: Client, agent: str, seed: int, deadline: float) -> None:
+def agent_worker(storm: Storm, client: Client, agent: str, seed: int) -> None:
     rng = random.Random(seed)
     seq = 0
-    while time.monotonic() < deadline:
+    while storm.going():
         seq += 1
         roll = rng.random()
         try:
@@ -161,10 +182,10 @@ def scratch_change(storm: Storm, client: Client, agent: str, seq: int,
         storm.count("conflict or not found")
 
 
-def mount_reader(storm: Storm, mounts: list[Path], seed: int, deadline: float) -> None:
+def mount_reader(storm: Storm, mounts: list[Path], seed: int) -> None:
     """Reads through the FUSE mounts as root (the `reader` agent)."""
     rng = random.Random(seed)
-    while time.monotonic() < deadline:
+    while storm.going():
         mount = rng.choice(mounts)
         path = rng.choice(LEDGERS + SCRATCH)
         try:
@@ -188,14 +209,14 @@ def run_threads(targets: list[Callable[[], None]]) -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(SECONDS + 120)
+        thread.join(max(scaled(BUDGET), MIN_SECONDS) + 120)
         assert not thread.is_alive(), "a worker hung"
 
 
 def check_git_history(root: Path, storm: Storm) -> None:
     """One linear history on ``main``, made under the store lock by all three hosts'
     daemons: one commit per accepted change, authored by agents of every host."""
-    repo = pygit2.Repository(str(root / "state" / "history" / "notes.git"))
+    repo = pygit2.Repository(str(repo_path(root, "notes")))  # the memfs user's: see gitcheck
     head = repo.references["refs/heads/main"].target
     commits = list(repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL))
     assert all(len(commit.parents) <= 1 for commit in commits), "history is not linear"
@@ -219,17 +240,17 @@ def test_randomized_history_across_hosts(cluster: Cluster) -> None:
             line = f"A worker{index} 0\n".encode()
             client.write(HISTORY_LEDGER, line, append=True)
             storm.acked[HISTORY_LEDGER].add(line)
-        deadline = time.monotonic() + SECONDS
         mounts = [daemon.mountpoint for daemon in daemons]
         targets: list[Callable[[], None]] = [
-            (lambda c=client, i=index: agent_worker(storm, c, f"worker{i}", 1000 + i, deadline))
+            (lambda c=client, i=index: agent_worker(storm, c, f"worker{i}", 1000 + i))
             for index, client in enumerate(clients)]
-        targets += [(lambda s=seed: mount_reader(storm, mounts, s, deadline)) for seed in (1, 2)]
+        targets += [(lambda s=seed: mount_reader(storm, mounts, s)) for seed in (1, 2)]
         run_threads(targets)
         print(f"history: {storm.counts}")
         assert not storm.bad, f"{len(storm.bad)} failures, first: {storm.bad[:5]}"
-        for kind in ("replace", "append", "sed", "conflict", "forced write", "mount read"):
-            assert storm.counts.get(kind, 0) > 0, f"no {kind} happened: the storm proved little"
+        for kind in KINDS:
+            assert storm.counts.get(kind, 0) >= MIN_EACH, \
+                f"only {storm.counts.get(kind, 0)} {kind} in {scaled(BUDGET)} s: the storm is stuck"
 
         for path in LEDGERS:
             final, _meta = clients[0].read_bytes(path)

@@ -3,12 +3,12 @@ jailed runs of a few rows."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from jail import BadArguments, Jail
-from jail.errors import StoreNotReadable
 from jail.rg_args import parse
 
 STORES = ("A", "B")
@@ -171,45 +171,71 @@ def test_regex_error_is_reported(jail: Jail, stores: dict[str, Path]) -> None:
     assert "regex" in caught.value.stderr
 
 
+class Refused(Exception):
+    """What the test's ``check`` raises for a path it refuses."""
+
+
+def refusing(*refused: str) -> tuple[list[str], Callable[[str], None]]:
+    """A ``check`` that notes each path it is given and raises Refused for ``refused``."""
+    seen: list[str] = []
+
+    def check(path: str) -> None:
+        seen.append(path)
+        if path in refused:
+            raise Refused(path)
+
+    return seen, check
+
+
 @pytest.mark.parametrize(
     "args, refused",
     [
         (["foo", "B"], "B"),
-        (["foo", "A", "/memory/B/x"], "B"),
-        (["foo", "C/x", "B"], "B"),  # both: the first, sorted
-        (["foo", "B/y", "C"], "B"),
+        (["foo", "A", "/memory/B/x"], "B/x"),
+        (["foo", "A/./x//y", "C/x", "B"], "C/x"),  # the first refused, in order
+        (["-e", "x", "--", "A/nowhere"], "A/nowhere"),  # a readable store's missing path
     ],
 )
-def test_a_known_store_that_is_not_readable(args: list[str], refused: str) -> None:
-    """With ``known``: StoreNotReadable, naming the store (the daemon answers
-    permission_denied); without: plain BadArguments, as for a store that does not exist."""
-    with pytest.raises(StoreNotReadable) as caught:
-        parse(args, ("A",), known=("A", "B", "C"))
-    assert caught.value.store == refused
-    with pytest.raises(BadArguments) as plain:
-        parse(args, ("A",))
-    assert not isinstance(plain.value, StoreNotReadable)
+def test_check_refuses_a_path_before_anything_runs(args: list[str], refused: str) -> None:
+    """``check`` is given each path as STORE[/PATH] once its syntax is checked, and
+    whatever it raises refuses the search (the daemon: not_found). Without it, a store
+    that is not readable is plain BadArguments."""
+    _, check = refusing(refused)
+    with pytest.raises(Refused, match=refused):
+        parse(args, ("A",), check=check)
+    if refused.split("/")[0] != "A":
+        with pytest.raises(BadArguments, match="no readable store"):
+            parse(args, ("A",))
 
 
-def test_a_store_that_does_not_exist_is_bad_arguments_first() -> None:
-    with pytest.raises(BadArguments) as caught:
-        parse(["foo", "B", "nowhere/x"], ("A",), known=("A", "B"))
-    assert not isinstance(caught.value, StoreNotReadable)
-    assert "nowhere" in str(caught.value)
+@pytest.mark.parametrize(
+    "args, given",
+    [(["foo"], []), (["foo", "A/x"], ["A/x"]), (["foo", "/memory"], []),
+     (["foo", "A/./x//y", "/memory/A"], ["A/x/y", "A"])],
+)
+def test_check_is_given_each_path_and_changes_nothing_it_accepts(
+        args: list[str], given: list[str]) -> None:
+    seen, check = refusing()
+    assert parse(args, ("A",), check=check) == parse(args, ("A",))
+    assert seen == given
 
 
-def test_known_changes_nothing_for_readable_stores() -> None:
-    for args in (["foo"], ["foo", "A/x"], ["foo", "/memory"]):
-        assert parse(args, ("A",), known=("A", "B")) == parse(args, ("A",))
+def test_a_path_of_bad_syntax_never_reaches_check() -> None:
+    seen, check = refusing()
+    with pytest.raises(BadArguments, match=r"'\.\.' is not allowed"):
+        parse(["foo", "A/../B"], ("A", "B"), check=check)
+    assert seen == []  # a path with bad syntax never reaches it
 
 
 def test_search_with_no_readable_store(jail: Jail, stores: dict[str, Path]) -> None:
-    """``known`` given: the arguments are still checked, and an empty search is empty."""
-    assert jail.search({}, ["foo"], known=("A", "B")).exit_code == 1
-    with pytest.raises(StoreNotReadable):
-        jail.search({}, ["foo", "B"], known=("A", "B"))
+    """``check`` given: the arguments are still checked, and an empty search is empty."""
+    seen, check = refusing("B")
+    assert jail.search({}, ["foo"], check=check).exit_code == 1
+    with pytest.raises(Refused):
+        jail.search({}, ["foo", "B"], check=check)
     with pytest.raises(BadArguments, match="--pre"):
-        jail.search({}, ["--pre", "/bin/sh", "x"], known=("A",))
+        jail.search({}, ["--pre", "/bin/sh", "x"], check=check)
+    assert seen == ["B"]
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import InvalidError, NotFoundError
+from control.client import ClosedError, NotFoundError
 from memfs.memory import decisions
 from tests.memory.conftest import memory_config
 from tests.store.history.gitcheck import commits, introduced
@@ -29,7 +29,7 @@ def test_supersede_chain(daemon: Daemon, root: Path) -> None:
         assert head.message.startswith(f"decision: {second} supersedes {first}")
         assert set(introduced(head)) == {f"decisions/{first}.md", f"decisions/{second}.md"}
         third = record(alice, "Use SQLite in memory for tests", supersedes=second)
-        with pytest.raises(InvalidError):  # already superseded: supersede the newest
+        with pytest.raises(ClosedError):  # already superseded: supersede the newest
             record(bob, "Use Postgres", supersedes=first)
         with pytest.raises(NotFoundError):
             record(bob, "Orphan", supersedes="2020-01-01-nothing")
@@ -92,3 +92,17 @@ def test_a_link_to_a_missing_successor_is_ignored_and_mended() -> None:
         assert "superseded_by: null" in path.read_text()
         newer = record(bob, "Never deploy on Fridays", supersedes=old)
         assert bob.call("decision_show", store="team", decision=old)["superseded_by"] == newer
+
+
+def test_titles_and_goals_that_look_like_numbers_stay_text(daemon: Daemon) -> None:
+    """A title "0" was written as a bare number in the front matter, read back as one,
+    and the record was unreadable: an internal error for the writer (found by
+    schemathesis)."""
+    with connect_as(UID_A, daemon.socket) as alice:
+        made = alice.call("decision_record", store="team", title="0", decision="0",
+                          reason="00")
+        assert made["title"] == "0"
+        shown = alice.call("decision_show", store="team", decision=made["id"])
+        assert (shown["title"], shown["decision"]) == ("0", "0")
+        session = alice.call("session_start", store="team", goal="42")
+        assert alice.call("session_show", store="team", session=session["id"])["goal"] == "42"

@@ -100,7 +100,7 @@ ROWS: list[Row] = [
     (released_by_alice, "alice", "task_checkpoint", {"note": "after release"}, "lease_lost"),
     (released_by_alice, "bob", "task_claim", {}, "ok"),
     (completed_by_alice, "alice", "task_checkpoint", {"note": "after done"}, "lease_lost"),
-    (completed_by_alice, "bob", "task_claim", {}, "invalid"),
+    (completed_by_alice, "bob", "task_claim", {}, "closed"),
     (held_by_alice, "alice", "task_complete", {"note": "shipped"}, "ok"),
     (held_by_alice, "alice", "task_release", {}, "ok"),
     (held_by_alice, "bob", "task_release", {"force": True}, "permission_denied"),
@@ -147,3 +147,19 @@ def test_status_is_derived_from_the_clock(team: Team) -> None:
     assert shown["status"] == "expired" and shown["lease_seconds_left"] == 0
     listed = team.alice.call("task_list", store="team", status="expired")["tasks"]
     assert task in [t["id"] for t in listed]
+
+
+def test_a_claim_names_only_an_open_session_of_its_own(team: Team) -> None:
+    mine = team.alice.call("session_start", store="team", goal="claims")["id"]
+    bobs = team.bob.call("session_start", store="team", goal="his")["id"]
+    closed = team.alice.call("session_start", store="team", goal="over")["id"]
+    team.alice.call("session_handoff", store="team", session=closed, summary="s", next="n")
+    task = team.new_task()
+    before = team.alice.call("task_show", store="team", task=task)
+    for session, code in ((bobs, "permission_denied"), ("2026-01-01-alice-ffff", "not_found"),
+                          (closed, "closed"), ("not an id", "invalid")):
+        assert call(team.alice, "task_claim", task, session=session) == code, session
+    assert team.alice.call("task_show", store="team", task=task) == before  # unchanged
+    assert call(team.alice, "task_claim", task, session=mine) == "ok"
+    lease = team.alice.call("task_show", store="team", task=task)["lease"]
+    assert (lease["agent"], lease["session"]) == ("alice", mine)

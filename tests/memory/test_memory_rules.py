@@ -8,7 +8,7 @@ import json
 import pytest
 
 from memfs.memory import decisions, records, sessions, tasks
-from memfs.memory.errors import AlreadyExists, LeaseHeld, LeaseLost
+from memfs.memory.errors import AlreadyExists, Closed, LeaseHeld, LeaseLost
 from memfs.store.errors import InvalidInput, NotFound
 
 T0 = 1_800_000_000.0
@@ -41,7 +41,7 @@ def test_lease_lifecycle_on_a_fake_clock() -> None:
     done = tasks.completed(stored(tasks.claimed(stored(released), "t", "carol", None, 60,
                                                 T0 + 93)), "t", "carol", "ok", T0 + 94)
     assert tasks.Task(done).status(T0 + 10_000) == "done"
-    with pytest.raises(InvalidInput):
+    with pytest.raises(Closed):
         tasks.claimed(stored(done), "t", "dave", None, 60, T0 + 95)
     with pytest.raises(NotFound):
         tasks.claimed(None, "t", "dave", None, 60, T0)

@@ -1,10 +1,10 @@
-"""Crash safety: SIGKILL the daemon at random moments during a write storm, many
-times, and at each step of the history's writing (memfs/store/crashpoints.py). After
-each restart every acknowledged write is present byte for byte (or a later write that
-was in flight), no partial file is visible and no staging leftovers remain; the
-history's tree equals the files, every acknowledged change has its commit (or a
-`recover:` commit holding its content), `git fsck --strict` is clean and `git gc`
-works (invariant 9)."""
+"""Crash safety: SIGKILL the daemon at random moments during a write storm (after a
+random number of acknowledged changes, never after a time), many times, and at each
+step of the history's writing (memfs/store/crashpoints.py). After each restart every
+acknowledged write is present byte for byte (or a later write that was in flight), no
+partial file is visible and no staging leftovers remain; the history's tree equals the
+files, every acknowledged change has its commit (or a `recover:` commit holding its
+content), `git fsck --strict` is clean and `git gc` works (invariant 9)."""
 
 from __future__ import annotations
 
@@ -33,20 +33,32 @@ from tests.store.history.gitcheck import (
     trailers,
     tree_files,
 )
-from tests.support import UID_A, Daemon, connect_as, public_tmpdir, scaled, standard_config
+from tests.support import (
+    UID_A,
+    Acks,
+    Daemon,
+    connect_as,
+    public_tmpdir,
+    scaled,
+    standard_config,
+)
 
 WRITERS = 4
 FILES_PER_WRITER = 3
 ROUNDS = 12
+# Each round kills the daemon once this many changes (a random number in the range)
+# were acknowledged: at least 12 * 5 in all, which check_history requires (50).
+KILL_AFTER = (5, 60)
 
 
 class Writer(threading.Thread):
     """Writes whole files and appends; remembers what was acknowledged and what was
     in flight when the connection died."""
 
-    def __init__(self, index: int, client: Client, rng: random.Random) -> None:
+    def __init__(self, index: int, client: Client, rng: random.Random, acks: Acks) -> None:
         super().__init__()
         self.index = index
+        self.acks = acks
         self.client = client
         self.rng = rng
         self.acked: dict[str, bytes] = {}
@@ -68,6 +80,7 @@ class Writer(threading.Thread):
                     self.acked_digests.append((self.log_path[6:], result["digest"]))
                     self.appended.append(line)
                     self.append_in_flight = None
+                    self.acks.add()
                     continue
                 path = f"notes/crash/w{self.index}-{seq % FILES_PER_WRITER}.bin"
                 size = self.rng.choice([1, 100, 4096, 70000, 300000])
@@ -75,9 +88,11 @@ class Writer(threading.Thread):
                 content = (unit * (size // len(unit) + 1))[:size]
                 self.in_flight[path] = content
                 result = self.client.write(path, content, force=True)
-                self.acked_digests.append((path[6:], result["digest"]))
+                if not result["unchanged"]:  # a round may repeat a write: no commit then
+                    self.acked_digests.append((path[6:], result["digest"]))
                 self.acked[path] = content
                 del self.in_flight[path]
+                self.acks.add()
         except MemfsClientError:
             return  # the daemon died under us
 
@@ -104,15 +119,17 @@ def test_acknowledged_writes_survive_sigkill(history: bool) -> None:
             if history:
                 assert head_files(root, "notes") == store_files(root, "notes")
             writers = []
+            acks = Acks()
             for index in range(WRITERS):
-                writer = Writer(index, connect_as(UID_A, daemon.socket), rng)
+                writer = Writer(index, connect_as(UID_A, daemon.socket), rng, acks)
                 if index in state:  # carry over what survived, to check it next round
                     writer.acked = dict(state[index].acked)
                     writer.appended = list(state[index].appended)
                 writers.append(writer)
             for writer in writers:
                 writer.start()
-            time.sleep(rng.uniform(0.05, 0.5))
+            acks.wait_for(rng.randint(*KILL_AFTER),
+                          alive=lambda ws=writers: any(w.is_alive() for w in ws))
             daemon.kill()
             for writer in writers:
                 writer.join(10)
@@ -153,7 +170,8 @@ def write_until_killed(daemon: Daemon) -> list[tuple[str, str]]:
                 result = alice.write(f"notes/{rel}", data, append=True)
             else:
                 result = alice.write(f"notes/{rel}", data, force=True)
-            acked.append((rel, result["digest"]))
+            if not result["unchanged"]:  # the same bytes again commit nothing
+                acked.append((rel, result["digest"]))
     daemon.proc.wait()  # type: ignore[union-attr]
     return acked
 
@@ -180,7 +198,9 @@ def test_a_kill_at_each_step_of_the_history_leaves_valid_git(step: str) -> None:
                 for n in range(30):
                     rel = f"crash/pack-{n}.md"
                     data = f"run {run}, {n}\n" * n
-                    acked.append((rel, alice.write(f"notes/{rel}", data, force=True)["digest"]))
+                    result = alice.write(f"notes/{rel}", data, force=True)
+                    if not result["unchanged"]:  # the same bytes again commit nothing
+                        acked.append((rel, result["digest"]))
         Daemon(config, env={crashpoints.ENV: step}).run_until_killed()
     else:
         daemon = Daemon(config, env={crashpoints.ENV: step}).start()

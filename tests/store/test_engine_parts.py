@@ -11,7 +11,7 @@ import pytest
 
 from memfs.config import parse_config
 from memfs.store.engine import Engine
-from memfs.store.errors import NotFound, PermissionDenied
+from memfs.store.errors import NotFound
 from memfs.store.paths import parse_path
 from tests.support import public_tmpdir, standard_config
 
@@ -28,18 +28,19 @@ def engine() -> Iterator[Engine]:
 def test_unrecorded_reads_record_nothing_and_check_access(engine: Engine) -> None:
     path, missing = parse_path("notes/look/a.md"), parse_path("notes/look/missing.md")
     written = engine.write("alice", path, b"first line\nsecond line\n")
-    data, info = engine.unrecorded.peek("bob", path, 5)
-    assert data == b"first" and info.digest == written.digest and info.size == 23
+    page, info = engine.unrecorded.page("bob", path, 2, 5, max_bytes=6)
+    assert (page.data, page.lines, page.total_lines, page.cut) == (b"second", 1, 2, True)
+    assert info.digest == written.digest and info.size == 23
     assert info.last_writer == "alice" and info.seen is None  # bob never read it
     assert [e.rel for e in engine.unrecorded.files("bob", "notes")] == ["look/a.md"]
     found = engine.unrecorded.versions_of("bob", [path, missing])
     assert list(found) == [path] and found[path].digest == written.digest
     with pytest.raises(NotFound):
-        engine.unrecorded.peek("bob", missing, 5)
+        engine.unrecorded.page("bob", missing, 1, 5, max_bytes=6)
     assert engine.seen.get("bob", path) is None and engine.seen.get("bob", missing) is None
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(NotFound):  # not carol's: it does not exist for her
         engine.unrecorded.files("carol", "ops")
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(NotFound):
         engine.unrecorded.versions_of("carol", [parse_path("ops/x.md")])
 
 
@@ -54,7 +55,7 @@ def test_history_reads_log_versions_and_diffs_for_an_agent(engine: Engine) -> No
     since = engine.history.diff("bob", path)  # what changed since bob read it
     assert since.new == "now" and "+two" in since.text
     assert [s for s, _entry in engine.history.log("bob", None, limit=50)] == ["notes", "notes"]
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(NotFound):
         engine.history.log("carol", parse_path("ops", allow_store_only=True))
     restored = engine.restore("alice", path, "HEAD~1")  # the old version, through history
     assert restored.digest == first.digest and restored.previous == second.digest

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memfs.store.pages import Page, page_of_bytes
 from tests.support import UID_A, Daemon, connect_as, plant, public_tmpdir, standard_config
 
 MiB = 1 << 20
@@ -69,3 +70,13 @@ def test_page_rows(daemon: Daemon, content: str, offset: int, limit: int | None,
         page = alice.read(path, offset=offset, limit=limit)
     assert (page["text"], page["lines"], page["total_lines"], page["next_offset"]) == (
         text, lines, total, nxt)
+
+
+def test_a_page_can_be_cut_at_a_byte_count() -> None:
+    """The web view's pages: PAGE_LINES lines, at most so many bytes of them."""
+    data = b"aa\nbbbb\ncc\n"
+    assert page_of_bytes(data, 2, 2, max_bytes=3) == Page(b"bbb", 2, 2, 3, cut=True)
+    assert page_of_bytes(data, 2, 2, max_bytes=8) == Page(b"bbbb\ncc\n", 2, 2, 3)
+    assert page_of_bytes(data, 2, 2) == Page(b"bbbb\ncc\n", 2, 2, 3)
+    assert page_of_bytes(data, 4, 2, max_bytes=1) == Page(b"", 4, 0, 3)
+    assert page_of_bytes(b"x\xff\n", 1, None).text == "x\ufffd\n"

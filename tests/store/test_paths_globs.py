@@ -9,7 +9,7 @@ import time
 import pytest
 
 from memfs.store.errors import InvalidInput
-from memfs.store.globs import MAX_GLOB_CHARS, compile_glob, literal_store
+from memfs.store.globs import MAX_GLOB_CHARS, compile_glob, literal_prefix
 from memfs.store.paths import MemPath, parse_path
 
 
@@ -173,7 +173,12 @@ def test_globs_match_as_the_old_regexes_did() -> None:
     assert compared > 19_000
 
 
-def test_literal_store() -> None:
-    assert literal_store("notes/**") == "notes"
-    assert literal_store("*/x") is None
-    assert literal_store("n?tes/x") is None
+def test_literal_prefix() -> None:
+    """The store and folder a glob is limited to: what `memfs ls` requires to exist."""
+    assert literal_prefix("notes/**") == ("notes",)
+    assert literal_prefix("*/x") == ()
+    assert literal_prefix("n?tes/x") == ()
+    assert literal_prefix("notes/a/b/*.md") == ("notes", "a", "b")
+    assert literal_prefix("notes/a//b.md") == ("notes", "a", "b.md")  # all literal
+    assert literal_prefix("notes/") == ("notes",)
+    assert literal_prefix("notes/[ab]/c") == ("notes",)

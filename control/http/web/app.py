@@ -103,8 +103,9 @@ def _store_page(look: Look, request: Request) -> Page | Redirect:
 
 
 def _file(look: Look, request: Request) -> Page | Redirect:
-    q = _params(request, "at")
-    return views.file_page(look, _store(request), request.path_params["path"], q.get("at"))
+    q = _params(request, "at", "page")
+    return views.file_page(look, _store(request), request.path_params["path"], q.get("at"),
+                           q.get("page"))
 
 
 def _history(look: Look, request: Request) -> Page | Redirect:

@@ -11,7 +11,7 @@
   only producer of markup.
 
 Also: a unified diff parsed for display (`parse_patch`), and the time and size
-formats the pages use. No I/O.
+formats the pages use (one for every time: `time_element`). No I/O.
 """
 
 from __future__ import annotations
@@ -20,10 +20,14 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from markupsafe import Markup, escape
+
+from memfs.memory.records import parse_iso
+from memfs.store.history import SINGLE_PATH_OPS
 
 SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):", re.IGNORECASE)
@@ -205,14 +209,80 @@ def parse_patch(text: str) -> list[FileDiff]:
     return files
 
 
+# -- what a change's summary names ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Part:
+    """A piece of a summary line: its text, and the page it links to (None: plain)."""
+
+    text: str
+    href: str | None = None
+
+
+_NAME = r"[^\s,]+"  # an agent, a task, session or decision id: no space, no comma
+_REV = r"[0-9a-f]{4,40}"
+_SUMMARIES = [re.compile(pattern) for pattern in (
+    rf"task: {_NAME} (?:added|claimed|checkpoint|completed|released) (?P<task>{_NAME})"
+    r"(?:, forced)?",
+    rf"task: {_NAME}'s lease of (?P<task>{_NAME}) released by {_NAME}, forced",
+    rf"session: (?P<agent>{_NAME}) (?:started|checkpoint|handoff) (?P<session>{_NAME})",
+    rf"decision: (?P<decision>{_NAME})(?: supersedes (?P<superseded>{_NAME}))?",
+    rf"restore (?P<path>.+) to (?P<rev>{_REV})",
+    rf"(?P<op>{'|'.join(sorted(SINGLE_PATH_OPS - {'restore'}))}) (?P<path>.+)",
+)]
+
+
+def summary_parts(store: str, summary: str) -> list[Part]:
+    """A change's summary line (memfs writes them: ``write notes/a.md``, ``restore
+    notes/a.md to 3f2c1e0``, ``task: bob claimed fix-login``, ``session: bob started
+    2026-12-01-bob-1a2b``, ``decision: D supersedes OLD``) with what it names linked:
+    a file to its page (a deleted one to its history), a revision to its change, a
+    task, session or decision to its card. Anything else is one plain part."""
+    base = f"/ui/stores/{quote(store)}"
+    for pattern in _SUMMARIES:
+        match = pattern.fullmatch(summary)
+        if match is None:
+            continue
+        found = match.groupdict()
+        links: list[tuple[str, str]] = []
+        path = found.get("path")
+        if path is not None:
+            if not path.startswith(f"{store}/") or len(path) == len(store) + 1:
+                break
+            rel = path[len(store) + 1:]
+            links.append(("path", f"{base}/history?{urlencode({'path': rel})}"
+                          if found.get("op") == "delete"
+                          else f"{base}/files/{quote(rel, safe='/')}"))
+        if found.get("rev"):
+            links.append(("rev", f"{base}/commits/{found['rev']}"))
+        if found.get("task"):
+            links.append(("task", f"{base}/tasks#task-{quote(found['task'])}"))
+        if found.get("session"):
+            links.append(("session", f"{base}/sessions?{urlencode({'agent': found['agent']})}"
+                          f"#s-{quote(found['session'])}"))
+        for group in ("decision", "superseded"):
+            if found.get(group):
+                links.append((group, f"{base}/decisions#d-{quote(found[group])}"))
+        parts, at = [], 0
+        for group, href in sorted(links, key=lambda link: match.start(link[0])):
+            start, end = match.span(group)
+            if start > at:
+                parts.append(Part(summary[at:start]))
+            parts.append(Part(summary[start:end], href))
+            at = end
+        if at < len(summary):
+            parts.append(Part(summary[at:]))
+        return parts
+    return [Part(summary)]
+
+
 # -- times and sizes ---------------------------------------------------------------------
 
 
-def when(at: float | None) -> str:
-    """A UTC time for people: 2026-11-30 13:22:59Z ('' for None)."""
-    if at is None:
-        return ""
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+def when(at: float) -> str:
+    """A UTC time to the second, for people: 2026-11-30 13:22:59 UTC."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def span(seconds: float) -> str:
@@ -230,12 +300,55 @@ def span(seconds: float) -> str:
     return f"{days}d {hours}h" if hours else f"{days}d"
 
 
-def ago(at: float | None, now: float) -> str:
-    if at is None:
-        return ""
-    if at > now:
+def relative(at: float, now: float) -> str:
+    """How long ago ``at`` was, in one unit: just now, 45 s ago, 3 min ago, 5 h ago
+    (to 47), 2 days ago (to 59), 3 months ago (to 24), 2 years ago; a time still to
+    come: in 20 min."""
+    seconds = abs(now - at)
+    if seconds < 5:
         return "just now"
-    return f"{span(now - at)} ago"
+    if seconds < 60:
+        words = f"{int(seconds)} s"
+    elif seconds < 3600:
+        words = f"{int(seconds // 60)} min"
+    elif seconds < 48 * 3600:
+        words = f"{int(seconds // 3600)} h"
+    else:
+        days = int(seconds // 86400)
+        count, unit = ((days, "day") if days < 60 else (days // 30, "month") if days < 730
+                       else (days // 365, "year"))
+        words = f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"in {words}" if at > now else f"{words} ago"
+
+
+def instant(value: object) -> float | None:
+    """Epoch seconds of a time as the pages get it: epoch seconds (history, version
+    records) or UTC ISO text (memory records: 2026-12-01T18:07:23.050Z); None for
+    None or text that is no such time."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return parse_iso(value)
+        except ValueError:
+            return None
+    return None
+
+
+def time_element(value: object, now: float) -> Markup:
+    """The one way the pages show a time: how long ago it was (`relative`) in a
+    ``<time>`` element whose ``datetime`` is the exact UTC time and whose title shows
+    it (``<time datetime="2026-12-01T18:07:23Z" title="2026-12-01 18:07:23 UTC">3 min
+    ago</time>``); the page's CSS keeps it on one line. Nothing for None; text that
+    is no time is shown as it is (escaped)."""
+    at = instant(value)
+    if at is None:
+        return Markup("") if value is None else escape(str(value))
+    exact = datetime.fromtimestamp(at, UTC)
+    stamp = exact.strftime("%Y-%m-%dT%H:%M:%S") + (
+        f".{exact.microsecond // 1000:03d}Z" if exact.microsecond >= 1000 else "Z")
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        stamp, when(at), relative(at, now))
 
 
 def size(n: int) -> str:

@@ -34,7 +34,9 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(
-        md=lambda text: render.markdown(text or ""), when=render.when, span=render.span,
-        size=render.size, urlpath=_urlpath)
-    env.globals.update(query=_query, ago=lambda at: render.ago(at, time.time()))
+        md=lambda text: render.markdown(text or ""), span=render.span, size=render.size,
+        urlpath=_urlpath)
+    # every time on a page: time_at(epoch seconds or ISO text) (render.time_element)
+    env.globals.update(query=_query, time_at=lambda at: render.time_element(at, time.time()),
+                       summary_parts=render.summary_parts)
     return env

@@ -4,17 +4,22 @@ control/http/web/look.py for what a builder may do)."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import blake3
 
 from control.http.web import render
 from control.http.web.look import Look, Page, Redirect, expired_at, mem_path, page_number
 from memfs.store.errors import InvalidInput, NotFound
+from memfs.store.pages import page_of_bytes
 from memfs.store.paths import MemPath
 
 FILES_PER_PAGE = 200
-VIEW_LIMIT = 1024 * 1024  # bytes of a file shown; the rest is cut (the page says so)
+# A file is shown a page at a time, so that a page stays a few screens tall whatever
+# the file's size: PAGE_LINES lines a page, and at most PAGE_BYTES of them (a page of
+# longer lines is cut there, and says so).
+PAGE_LINES = 500
+PAGE_BYTES = 64 * 1024
 RECENT = 10  # changes across the stores on the overview
 
 
@@ -95,40 +100,50 @@ def store_page(look: Look, store: str, folder: str, page: str | None) -> Page:
     parts = folder.split("/") if folder else []
     for index, part in enumerate(parts):
         crumbs.append({"name": part, "dir": "/".join(parts[:index + 1])})
+    mirrors = (look.op("mirror_status", store=store)["mirrors"]
+               if look.config.stores[store].mirrors else [])
     return Page("store.html", {
         "store": info, "folder": folder, "crumbs": crumbs, "page": number, "pages": pages,
+        "mirrors": mirrors,
         "folders": [{"name": n, "dir": prefix + n, "files": t[0], "bytes": t[1]}
                     for n, t in sorted(folders.items())],
         "files": listed, "file_count": len(files), "total_files": len(entries),
         "total_bytes": sum(e.size for e in entries)}, live=store)
 
 
-def _text(data: bytes, truncated: bool) -> str | None:
-    """The bytes as UTF-8 text (a character cut by truncation dropped), else None."""
+def _text(data: bytes, cut: bool) -> str | None:
+    """The bytes as UTF-8 text (a character cut at the end of a cut page dropped),
+    else None."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        if truncated and error.start >= len(data) - 3:
+        if cut and error.start >= len(data) - 3:
             return data[:error.start].decode("utf-8", "replace")
         return None
 
 
-def file_page(look: Look, store: str, rel: str, at: str | None) -> Page | Redirect:
-    """One file: rendered markdown and raw text, digest, last writer and time, and
-    its history. ``at``: the file as it was at that revision (``show``). Looking
-    records nothing (see control/http/web/look.py). A folder's path leads to the folder."""
+def file_page(look: Look, store: str, rel: str, at: str | None,
+              page: str | None = None) -> Page | Redirect:
+    """One page of a file (PAGE_LINES lines, at most PAGE_BYTES): rendered markdown
+    and raw text, digest, last writer and time, and its history. ``at``: the file as
+    it was at that revision (``show``); ``page``: which page (1-based; past the last:
+    to the last). Looking records nothing (see control/http/web/look.py). A folder's
+    path leads to the folder."""
     info = look.store(store)
     path = mem_path(store, rel)
+    number = page_number(page)
+    first = (number - 1) * PAGE_LINES + 1
     version: dict[str, Any]
     if at is not None:
         shown = look.op("show", path=str(path), rev=at, encoding="bytes")
         full = shown["content"]
-        data = full[:VIEW_LIMIT]
+        part = page_of_bytes(full, first, PAGE_LINES, PAGE_BYTES)
         version = {"digest": blake3.blake3(full).hexdigest(), "size": len(full),
                    "rev": shown["rev"], "short": shown["short"]}
     else:
         try:
-            data, current = look.engine.unrecorded.peek(look.agent, path, VIEW_LIMIT)
+            part, current = look.engine.unrecorded.page(look.agent, path, first, PAGE_LINES,
+                                                         PAGE_BYTES)
         except (NotFound, InvalidInput):
             prefix = f"{path.rel}/"
             files = look.engine.unrecorded.files(look.agent, store)
@@ -137,12 +152,16 @@ def file_page(look: Look, store: str, rel: str, at: str | None) -> Page | Redire
             raise
         version = {"digest": current.digest, "size": current.size,
                    "last_writer": current.last_writer, "last_written_at": current.last_written_at}
-    truncated = version["size"] > len(data)
-    text = _text(data, truncated)
+    pages = max(1, -(-part.total_lines // PAGE_LINES))
+    if number > pages:
+        return Redirect(f"/ui/stores/{quote(store)}/files/{quote(path.rel)}?"
+                        + urlencode({k: v for k, v in (("at", at), ("page", pages)) if v}))
+    text = _text(part.data, part.cut)
     front, body, rendered = None, text, None
     if text is not None and render.is_markdown(path.rel):
-        front, body = render.split_front_matter(text)
-        rendered = render.markdown(body)
+        if number == 1:
+            front, body = render.split_front_matter(text)
+        rendered = render.markdown(body or "")
     history = None
     if info["history"]:
         history = look.op("log", path=str(path), limit=20)["entries"]
@@ -151,5 +170,7 @@ def file_page(look: Look, store: str, rel: str, at: str | None) -> Page | Redire
     return Page("file.html", {
         "store": info, "rel": path.rel, "name": parts[-1], "crumbs": crumbs, "at": at,
         "version": version, "text": text, "front": front, "rendered": rendered,
-        "truncated": truncated, "shown_bytes": len(data), "history": history},
+        "cut": part.cut, "page_bytes": PAGE_BYTES, "page": number, "pages": pages,
+        "first_line": first, "last_line": first + part.lines - 1,
+        "total_lines": part.total_lines, "history": history},
         live=None)

@@ -50,3 +50,9 @@ def test_cli_client_path_imports_neither_json_nor_re_nor_argparse() -> None:
             " & set(sys.modules)) or 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    "text", ["", "plain", "line\nbreak \"q\" \\ tab\t nul\x00 \x1b", "caf\u00e9 \U0001f600"])
+def test_string_length_is_that_of_the_dumped_string(text: str) -> None:
+    assert jsonlite.string_length(text) == len(json.dumps(text, ensure_ascii=False))

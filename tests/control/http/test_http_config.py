@@ -1,5 +1,6 @@
-"""The [http] config table: listen addresses, TLS pairs, and the refusal to serve
-beyond loopback without TLS (naming why)."""
+"""The [http] config table: listen addresses, TLS pairs, the refusal to serve
+beyond loopback without TLS (naming why), and allowed_origins (checked, normalized as
+a browser sends them)."""
 
 from __future__ import annotations
 
@@ -47,3 +48,26 @@ def test_beyond_loopback_needs_tls(listen: str) -> None:
 def test_bad_http_tables(http: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
         parse_config(config(**http))
+
+
+def test_allowed_origins_are_normalized() -> None:
+    http = parse_config(config(allowed_origins=[
+        "https://app.example.org", "HTTPS://App.Example.org:443", "http://localhost:3000",
+        "http://[::1]:8080", "http://192.0.2.7:80"])).http
+    assert http is not None
+    assert http.allowed_origins == [
+        "https://app.example.org", "https://app.example.org", "http://localhost:3000",
+        "http://[::1]:8080", "http://192.0.2.7"]
+    assert parse_config(config()).http.allowed_origins == []  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("origin", [
+    "app.example.org", "https://app.example.org/", "https://app.example.org/mcp",
+    "ftp://app.example.org", "https://", "https://user@app.example.org", "null", "*",
+    "https://*.example.org", "https://app.example.org:0", "https://app.example.org:70000",
+    "https://app.example.org:", "https://[not-v6]:80", "https://-bad-.org",
+    "https://app.example.org?x=1",
+])
+def test_bad_allowed_origins(origin: str) -> None:
+    with pytest.raises(ConfigError, match=r"http\.allowed_origins.*scheme://host\[:port\]"):
+        parse_config(config(allowed_origins=[origin]))

@@ -2,20 +2,33 @@
 streamable HTTP with a bearer header: the same tools as over stdio for the token's
 agent (minus the local-file ones), a read and a conflicting write behave as over
 stdio, one client per MCP session, and no token (or another agent's session) gets
-nowhere."""
+nowhere. What the server says about itself and an unknown tool are as over stdio
+(tests/control/mcp/test_mcp_protocol.py). A page of another site (its Origin), or a
+request to another name (its Host: DNS rebinding), gets 403 before its token is even
+looked at."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import re
 from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import httpx2
+import pytest
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.control.http.conftest import http_config, problem
 from tests.control.mcp.conftest import call_error, call_ok, mcp_session
+from tests.control.mcp.test_mcp_protocol import (
+    MODES,
+    no_change_notifications,
+    unknown_tool_is_a_protocol_error,
+)
 from tests.support import UID_B, Daemon, connect_as
 
 STDIO_ONLY = {"storage_download", "storage_upload"}
@@ -130,3 +143,93 @@ def test_a_session_belongs_to_its_token(daemon: Daemon, tokens: dict[str, str]) 
             stolen = http.post("/mcp", json=listing, headers={
                 **base, "Authorization": f"Bearer {other}", "Mcp-Session-Id": session})
             assert stolen.status_code == 404, stolen.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_server_info_and_an_unknown_tool_as_over_stdio(daemon: Daemon,
+                                                             tokens: dict[str, str],
+                                                             mode: str) -> None:
+    async with mcp_http(daemon, tokens["alice"], mode=mode) as client:
+        assert client.server_info is not None
+        assert client.server_info.version == importlib.metadata.version("memfs")
+        no_change_notifications(client.server_capabilities)
+        await unknown_tool_is_a_protocol_error(client)
+        # storage_download is a tool of stdio only: over HTTP it does not exist
+        with pytest.raises(Exception, match="storage_download"):
+            await client.call_tool("storage_download", {"path": "notes/a.md", "dest": "/tmp"})
+        await call_ok(client, "storage_list", {})
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "test", "version": "1"}}}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+def post_mcp(daemon: Daemon, token: str | None, **headers: str) -> httpx.Response:
+    """An initialize POSTed to /mcp with these extra headers (``host`` replaces the
+    Host httpx would send)."""
+    sent: dict[str, Any] = {**ACCEPT, **headers}
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    with httpx.Client(base_url=daemon.http_url, timeout=60) as http:
+        return http.post("/mcp", json=INITIALIZE, headers=sent)
+
+
+def test_own_origins_and_none_are_allowed(daemon: Daemon, tokens: dict[str, str]) -> None:
+    """Every origin of the listener itself (each loopback name, with the bound port),
+    and no Origin at all (a client that is no browser)."""
+    port = urlsplit(daemon.http_url).port
+    for origin in (None, daemon.http_url, f"http://localhost:{port}",
+                   f"http://[::1]:{port}", f"HTTP://LOCALHOST:{port}"):
+        extra = {} if origin is None else {"Origin": origin}
+        answered = post_mcp(daemon, tokens["alice"], **extra)
+        assert answered.status_code == 200, (origin, answered.text)
+    answered = post_mcp(daemon, tokens["alice"], host=f"localhost:{port}",
+                        Origin=f"http://localhost:{port}")
+    assert answered.status_code == 200, answered.text
+
+
+def test_another_origin_or_host_is_403_even_without_a_token(daemon: Daemon,
+                                                             tokens: dict[str, str]) -> None:
+    port = urlsplit(daemon.http_url).port
+    for token in (tokens["alice"], None):
+        for origin in ("http://evil.example", f"http://evil.example:{port}",
+                       f"https://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}", "null",
+                       f"http://127.0.0.1:{port}/path"):
+            body = problem(post_mcp(daemon, token, Origin=origin), 403, "permission_denied")
+            assert "Origin" in body["detail"] and "allowed_origins" in body["detail"]
+        for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1:{port + 1}",
+                     f"rebound.127.0.0.1.nip.io:{port}"):
+            body = problem(post_mcp(daemon, token, host=host), 403, "permission_denied")
+            assert "Host" in body["detail"] and f"127.0.0.1:{port}" in body["detail"]
+
+
+def test_allowed_origins_and_a_quiet_log() -> None:
+    """``[http] allowed_origins``: those pages may call /mcp, their host is a name of
+    the listener (behind a proxy); any other is still refused, and a page that keeps
+    trying costs a line in the log now and then, not one per request (neither ours
+    nor the SDK's)."""
+    config = http_config(allowed_origins=["https://app.example.org",
+                                          "http://LOCALHOST:3000"])
+    with Daemon(config) as running:
+        token = running.token("alice")
+        for origin in ("https://app.example.org", "https://app.example.org:443",
+                       "http://localhost:3000"):
+            answered = post_mcp(running, token, Origin=origin)
+            assert answered.status_code == 200, (origin, answered.text)
+        answered = post_mcp(running, token, host="app.example.org",
+                            Origin="https://app.example.org")
+        assert answered.status_code == 200, answered.text
+        problem(post_mcp(running, token, Origin="https://app.example.org:8443"), 403,
+                "permission_denied")
+        problem(post_mcp(running, token, Origin="http://app.example.org"), 403,
+                "permission_denied")
+        refusals = 100
+        for _ in range(refusals):
+            problem(post_mcp(running, None, Origin="https://evil.example"), 403,
+                    "permission_denied")
+        log = running.log()
+    lines = [line for line in log.splitlines() if "refused a request to /mcp" in line]
+    assert 1 <= len(lines) < refusals / 10, lines
+    assert "transport_security" not in log and "Invalid Origin" not in log

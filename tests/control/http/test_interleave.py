@@ -14,7 +14,7 @@ import httpx
 
 from control.client import Client, ConflictError
 from tests.control.http.conftest import client
-from tests.support import UID_A, UID_B, Daemon, connect_as
+from tests.support import UID_A, UID_B, Daemon, connect_as, scaled
 
 PATH = "notes/interleaved.md"
 URL = f"/v1/stores/{PATH.replace('notes/', 'notes/files/', 1)}"
@@ -59,7 +59,7 @@ def test_http_and_socket_writers_never_lose_an_update(daemon: Daemon,
     accepted: list[str] = []
     problems: list[str] = []
     lock = threading.Lock()
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + scaled(240)  # a budget: the writers stop on counts
 
     def run(name: str, make: Callable[[Callable[[], None]], Attempt], seed: int) -> None:
         rng = random.Random(seed)
@@ -105,7 +105,7 @@ def test_http_and_socket_writers_never_lose_an_update(daemon: Daemon,
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(300)
+            thread.join(scaled(300))
     finally:
         for closeable in (http_alice, http_bob, socket_alice, socket_bob):
             closeable.close()

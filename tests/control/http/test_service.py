@@ -115,7 +115,8 @@ def test_unreadable_certificate_or_busy_port_is_refused_at_start(tmp_path: Path)
         for http, message in (
             ({"listen": "127.0.0.1:0", "tls_cert": str(tmp_path / "none.pem"),
               "tls_key": str(tmp_path / "none.key")}, "cannot load [http] tls_cert"),
-            ({"listen": f"127.0.0.1:{port}"}, "Address already in use"),
+            ({"listen": f"127.0.0.1:{port}"},
+             f"cannot listen on 127.0.0.1:{port} ([http] listen): the address is in use"),
         ):
             config = http_config("memfs-http-refuse-", **http)
             path = Path(config["socket"]).with_suffix(".toml")

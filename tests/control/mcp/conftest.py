@@ -40,11 +40,13 @@ def server_params(socket: str | os.PathLike[str], *, uid: int | None = None,
 
 @contextlib.asynccontextmanager
 async def mcp_session(socket: str | os.PathLike[str], *, uid: int | None = None,
-                      as_agent: str | None = None, extra: Sequence[str] = ()
-                      ) -> AsyncIterator[McpClient]:
-    """An SDK client connected over stdio to a fresh ``memfs mcp`` subprocess."""
+                      as_agent: str | None = None, extra: Sequence[str] = (),
+                      mode: str = "auto") -> AsyncIterator[McpClient]:
+    """An SDK client connected over stdio to a fresh ``memfs mcp`` subprocess;
+    ``mode``: the SDK's (``legacy``: the initialize handshake; ``auto``: the 2026
+    protocol's server/discover first)."""
     params = server_params(socket, uid=uid, as_agent=as_agent, extra=extra)
-    async with McpClient(params, read_timeout_seconds=scaled(60)) as client:
+    async with McpClient(params, read_timeout_seconds=scaled(60), mode=mode) as client:
         yield client
 
 

@@ -96,7 +96,7 @@ def test_transfer_errors_are_clean(daemon: Daemon, local: Path) -> None:
         (("download", "notes/x.md", str(local / "missing-dir" / "x.md")), 1, b"cannot write"),
         (("download", "notes/x.md", "/root/forbidden.md"), 1, b"cannot write"),
         (("download", "notes/nope.md", str(local / "n.md")), 5, b"not found"),
-        (("download", "secret/x.md", str(local / "n.md")), 4, b"permission"),
+        (("download", "secret/x.md", str(local / "n.md")), 5, b'no store named "secret"'),
         (("upload", str(local / "absent.bin"), "notes/x.md"), 2, b"cannot read"),
         (("upload", str(local), "notes/x.md"), 2, b"cannot read"),
         (("upload", "/etc/hostname", "../x.md"), 2, b"invalid"),

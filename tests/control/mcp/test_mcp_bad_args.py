@@ -1,5 +1,6 @@
 """Hostile or malformed tool calls: each is a tool error (isError) with a clear text,
-nothing changes, and the same server keeps answering afterwards. Also: the server
+nothing changes, and the same server keeps answering afterwards (a call of a tool
+that does not exist is a protocol error instead: test_mcp_protocol.py). Also: the server
 survives a daemon restart (it reconnects); `--http` is gone (MCP over HTTP is the
 daemon's authenticated /mcp)."""
 
@@ -65,7 +66,6 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("storage_upload", {"src": "/nonexistent/file", "path": "notes/a.md"}, "Local file"),
     ("storage_upload", {"src": "/", "path": "notes/a.md"}, "Local file"),
     ("storage_upload", {"path": "notes/a.md"}, "src"),
-    ("no_such_tool", {}, "no_such_tool"),
 ]
 
 

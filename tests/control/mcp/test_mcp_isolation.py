@@ -26,9 +26,9 @@ async def test_each_agent_sees_only_its_stores(daemon: Daemon) -> None:
         assert (await call_ok(b_client, "storage_list", {})).splitlines() == [
             "notes/shared.md", "ops/private.md"]
 
-        # carol: no ops at all, and notes read-only
+        # carol: no ops at all (it does not exist for her), and notes read-only
         denied = await call_error(c_client, "storage_read", {"path": "ops/private.md"})
-        assert denied.startswith("Permission denied")
+        assert denied.startswith('Not found: no store named "ops"'), denied
         await call_error(c_client, "storage_list", {"pattern": "ops/**"})
         assert "marker-42" in await call_ok(c_client, "storage_read", {"path": "notes/shared.md"})
         ro = await call_error(c_client, "storage_write",

@@ -74,8 +74,8 @@ async def test_full_session(daemon: Daemon, workdir: Path) -> None:
         both = await call_ok(client, "storage_list", {"pattern": ["ops/*", "**/checkout.md"]})
         assert both.splitlines() == ["notes/incidents/checkout.md", "ops/runbook.md"]
         assert "No files match" in await call_ok(client, "storage_list", {"pattern": "**/*.csv"})
-        assert "denied" in (await call_error(client, "storage_list",
-                                              {"pattern": "secret/**"})).lower()
+        assert 'Not found: no store named "secret"' in await call_error(
+            client, "storage_list", {"pattern": "secret/**"})
 
         # -- read with paging
         page = await call_ok(client, "storage_read", {"path": "notes/log.md"})

@@ -84,6 +84,7 @@ def limited() -> Iterator[Daemon]:
 def test_connections_over_the_per_uid_limit_get_busy_and_others_are_served(
     limited: Daemon,
 ) -> None:
+    began = time.monotonic()  # no refusal before: the daemon is this test's own
     with contextlib.ExitStack() as stack:
         bobs = [stack.enter_context(connect_as(UID_B, limited.socket)) for _ in range(8)]
         for bob in bobs:
@@ -107,8 +108,10 @@ def test_connections_over_the_per_uid_limit_get_busy_and_others_are_served(
                     time.sleep(0.01)
         else:
             pytest.fail("the closed connection's slot was never freed")
-    # Warnings are rate-limited (one per 10 s): far fewer than the refusals.
-    assert 1 <= limited.log().count("refused a connection") <= 3
+    # Warnings are rate-limited: one, then at most one per 10 s, however many refusals
+    # (bounded by the time this took, not by a guess of it: a slow machine takes longer).
+    warned = limited.log().count("refused a connection")
+    assert 1 <= warned <= 1 + (time.monotonic() - began) / 10
 
 
 def test_an_unknown_uid_gets_few_connections(limited: Daemon) -> None:

@@ -170,5 +170,5 @@ def test_edit_of_a_missing_file(memory: Memory) -> None:
 def test_edit_outside_the_agents_stores(memory: Memory) -> None:
     code, _, err = edit(memory, UID_B, "ops/deploy.md", "s/a/b/")  # bob: ops read-only
     assert code == 4, err
-    code, _, err = edit(memory, UID_A, "secret/s.txt", "s/a/b/")
-    assert code == 4, err
+    code, _, err = edit(memory, UID_A, "secret/s.txt", "s/a/b/")  # not alice's: not found
+    assert code == 5 and 'no store named "secret"' in err, err

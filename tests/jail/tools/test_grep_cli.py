@@ -101,12 +101,13 @@ def test_dangerous_flags_are_refused(memory: Memory, args: list[str], flag: str)
     assert flag in err and "not allowed" in err, err
 
 
-def test_unattached_store_is_permission_denied(memory: Memory) -> None:
+def test_an_unattached_store_is_not_found(memory: Memory) -> None:
+    """A store carol is not attached to does not exist for her, as for every command."""
     code, out, err = memory.grep(UID_C, "payments", "ops")
-    assert code == 4, (out, err)
-    assert "permission denied" in err and out == ""
+    assert code == 5, (out, err)
+    assert 'not found: no store named "ops"' in err and out == ""
     code, _, err = memory.grep(UID_C, "payments", "/memory/ops/deploy.md")
-    assert code == 4, err
+    assert code == 5, err
 
 
 def test_no_match_exits_1(memory: Memory) -> None:

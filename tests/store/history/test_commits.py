@@ -94,3 +94,27 @@ def test_a_store_without_history_keeps_none(daemon: Daemon, root: Path) -> None:
             alice.log("scratch")
         assert "keeps no history" in caught.value.message
     assert not (root / "state" / "history" / "scratch.git").exists()
+
+
+def test_a_change_to_the_same_content_commits_nothing(daemon: Daemon, root: Path) -> None:
+    """A replace, restore, sed edit or empty append that leaves the bytes as they are
+    says so (``unchanged``) and adds no commit; the writer has still seen the version."""
+    with connect_as(UID_A, daemon.socket) as alice, connect_as(UID_B, daemon.socket) as bob:
+        made = alice.write("notes/noop/a.md", "same\n")
+        before = len(commits(root, "notes"))
+        again = alice.write("notes/noop/a.md", "same\n")
+        assert again["unchanged"] is True and again["commit"] is None
+        assert (again["digest"], again["previous_digest"]) == (made["digest"], made["digest"])
+        assert alice.edit("notes/noop/a.md", ["s/nothing-matches/x/"])["unchanged"] is True
+        assert alice.restore("notes/noop/a.md", "HEAD")["unchanged"] is True
+        assert alice.write("notes/noop/a.md", "", append=True)["unchanged"] is True
+        # bob never read it: the same bytes written by force are recorded as seen by him,
+        # so his next plain write is accepted
+        assert bob.write("notes/noop/a.md", "same\n", force=True)["unchanged"] is True
+        assert len(commits(root, "notes")) == before
+        changed = bob.write("notes/noop/a.md", "bob's\n")
+        assert changed["unchanged"] is False and changed["commit"] is not None
+        # the version check comes first: alice has not seen bob's version
+        with pytest.raises(ConflictError):
+            alice.write("notes/noop/a.md", "bob's\n")
+    assert len(commits(root, "notes")) == before + 1

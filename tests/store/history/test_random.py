@@ -26,7 +26,13 @@ def two_daemons(base: Path) -> tuple[Daemon, Daemon]:
 
 
 def step(client: Client, rng: random.Random, n: int) -> tuple[str, dict[str, Any]] | None:
-    """One random change; (op, result) when acknowledged, None when refused."""
+    """One random change; (op, result) when acknowledged, None when refused or when it
+    left the file as it was (``unchanged``: no commit)."""
+    done = _change(client, rng, n)
+    return None if done is None or done[1].get("unchanged") else done
+
+
+def _change(client: Client, rng: random.Random, n: int) -> tuple[str, dict[str, Any]] | None:
     path = rng.choice(FILES)
     op = rng.choice(["write", "write", "append", "edit", "delete", "upload", "restore",
                      "force"])

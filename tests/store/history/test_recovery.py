@@ -351,3 +351,25 @@ def test_objects_are_written_without_o_tmpfile_where_the_file_system_has_none(
     assert len(refused) == 1  # tried once, then never again
     assert len(names) >= 40 and all(len(name) == 38 for name in names), names
     assert_valid_git(tmp_path, "notes")
+
+
+def test_objects_are_compressed_with_a_window_their_size_and_git_reads_them(
+        tmp_path: Path) -> None:
+    """A loose object's zlib stream has a window no larger than the object needs (zlib's
+    default one is allocated and cleared for every stream); git reads every one."""
+    history = StoreHistory(repo_path(tmp_path, "notes"), "notes")
+    big = os.urandom(100_000)
+    history.commit([Change("a/small.md", history.blob(b"small\n")),
+                    Change("big.bin", history.blob(big))],
+                   author="alice", email="alice@memfs.invalid", message="write\n")
+    windows = {}
+    for path in loose_files(tmp_path, "notes"):
+        raw = path.read_bytes()
+        windows[len(zlib.decompress(raw))] = 1 << ((raw[0] >> 4) + 8)  # CINFO
+    assert all(window < 2 * size or window == 512 for size, window in windows.items()
+               if size < 32768), windows
+    assert windows[max(windows)] == 32768  # the big blob: zlib's largest window
+    assert_valid_git(tmp_path, "notes")
+    shown = subprocess.run(["git", "--git-dir", str(repo_path(tmp_path, "notes")), "show",
+                            "main:big.bin"], capture_output=True, check=True).stdout
+    assert shown == big

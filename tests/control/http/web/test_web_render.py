@@ -115,8 +115,7 @@ def test_sizes_spans_and_times() -> None:
     assert render.size(3 * 1024 * 1024) == "3.0 MiB"
     assert render.span(45) == "45s" and render.span(725) == "12m 5s"
     assert render.span(3 * 3600 + 1200) == "3h 20m" and render.span(52 * 3600) == "2d 4h"
-    assert render.when(0) == "1970-01-01 00:00:00Z" and render.when(None) == ""
-    assert render.ago(100.0, 160.0) == "1m ago" and render.ago(200.0, 100.0) == "just now"
+    assert render.when(0) == "1970-01-01 00:00:00 UTC"
     assert moment("30m", 10_000.0) == 10_000.0 - 1800
     assert moment("2w", 10_000_000.0) == 10_000_000.0 - 14 * 86400
     assert moment("1970-01-02", 0) == 86400
@@ -133,3 +132,56 @@ def test_sizes_spans_and_times() -> None:
 ])
 def test_where_sign_in_leads(given: str | None, expected: str) -> None:
     assert safe_next(given) == expected
+
+
+@pytest.mark.parametrize("seconds, said", [
+    (0, "just now"), (4, "just now"), (45, "45 s ago"), (60, "1 min ago"),
+    (3599, "59 min ago"), (3600, "1 h ago"), (47 * 3600, "47 h ago"),
+    (48 * 3600, "2 days ago"), (86400 * 59, "59 days ago"), (86400 * 60, "2 months ago"),
+    (86400 * 365, "12 months ago"), (86400 * 730, "2 years ago"), (-1200, "in 20 min"),
+    (-86400 * 3, "in 3 days"),
+])
+def test_relative_times(seconds: int, said: str) -> None:
+    now = 1_800_000_000.0
+    assert render.relative(now - seconds, now) == said
+
+
+def test_one_element_for_every_time() -> None:
+    """Epoch seconds and memory's ISO text alike: how long ago, the exact UTC time in
+    ``datetime`` and the title; not a time: the text as it is, escaped."""
+    now = render.instant("2026-12-01T18:10:23Z")
+    assert now is not None
+    for value in (now - 180, "2026-12-01T18:07:23Z"):
+        assert render.time_element(value, now) == (
+            '<time datetime="2026-12-01T18:07:23Z" title="2026-12-01 18:07:23 UTC">'
+            "3 min ago</time>")
+    assert render.time_element("2026-12-01T18:07:22.950Z", now) == (
+        '<time datetime="2026-12-01T18:07:22.950Z" title="2026-12-01 18:07:22 UTC">'
+        "3 min ago</time>")
+    assert render.time_element(None, now) == ""
+    assert render.time_element("<b>soon</b>", now) == "&lt;b&gt;soon&lt;/b&gt;"
+    assert render.instant(True) is None and render.instant("2026-12-01 18:07:23Z") is None
+
+
+@pytest.mark.parametrize("summary, links", [
+    ("write notes/a b.md", {"notes/a b.md": "/ui/stores/notes/files/a%20b.md"}),
+    ("delete notes/d/x.md", {"notes/d/x.md": "/ui/stores/notes/history?path=d%2Fx.md"}),
+    ("restore notes/a.md to 3f2c1e0", {"notes/a.md": "/ui/stores/notes/files/a.md",
+                                       "3f2c1e0": "/ui/stores/notes/commits/3f2c1e0"}),
+    ("task: bob claimed fix-login", {"fix-login": "/ui/stores/notes/tasks#task-fix-login"}),
+    ("task: bob released fix-login, forced",
+     {"fix-login": "/ui/stores/notes/tasks#task-fix-login"}),
+    ("task: alice's lease of fix-login released by bob, forced",
+     {"fix-login": "/ui/stores/notes/tasks#task-fix-login"}),
+    ("session: bob handoff 2026-12-01-bob-1a2b",
+     {"2026-12-01-bob-1a2b": "/ui/stores/notes/sessions?agent=bob#s-2026-12-01-bob-1a2b"}),
+    ("decision: 2026-12-01-b supersedes 2026-11-30-a",
+     {"2026-12-01-b": "/ui/stores/notes/decisions#d-2026-12-01-b",
+      "2026-11-30-a": "/ui/stores/notes/decisions#d-2026-11-30-a"}),
+    ("recover: 3 paths of notes", {}), ("write ops/a.md", {}), ("write notes/", {}),
+    ("restore notes/a.md to HEAD", {}), ("frobnicate notes/a.md", {}),
+])
+def test_what_a_summary_names_links_to_it(summary: str, links: dict[str, str]) -> None:
+    parts = render.summary_parts("notes", summary)
+    assert "".join(part.text for part in parts) == summary
+    assert {part.text: part.href for part in parts if part.href} == links

@@ -1,0 +1,487 @@
+"""`Recall`: the index kept up to date with the stores, and the ranked queries on it.
+
+**Where.** ``ROOT/state/recall/SLOT/index/``: each daemon on a root takes a slot of its
+own (the first whose flock ``SLOT.lock`` is free), so no two daemons ever write one
+index, and a daemon that restarts takes a slot one that stopped left, and only
+catches up.
+
+**Up to date.** The engine calls `changed` after every change it lands (its commit
+listener): one enqueue, numbered. A thread of its own (``memfs-recall``) takes every
+queued path at once, reads each file as it is now (or finds it gone), updates the
+index and commits it, then notes the highest number done. A query first waits until
+every change numbered before it started is done: a change acknowledged before a
+recall starts is found by it. Catching a store up, at start (a crash, an operator's
+edit in the backing directory), after another daemon's change (`store_changed`, from
+the stores' generation counters) or to rebuild it (`reindex`, or an index missing or
+broken), walks the store's files and compares their size and mtime with what the
+index holds (a rebuild puts every file again); it runs in chunks between the queued
+changes, and queries answered meanwhile say which stores are still being caught up.
+Because every step reads the file as it is when the step runs, steps in any order
+leave the index equal to the files.
+
+**Never stops the daemon.** A failure of the index (it cannot be opened, or fails in
+use) is logged and the index made anew and caught up with every store; queries
+meanwhile find what is indexed so far.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import functools
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memfs.recall import text
+from memfs.recall.errors import BadQuery, RecallError
+from memfs.recall.index import IndexFailed, RecallIndex, failed
+from memfs.store import backing
+from memfs.store.engine import Engine
+from memfs.store.errors import InvalidInput, NotFound, PermissionDenied
+from memfs.store.paths import MemPath, nameable
+from memfs.store.versions import version_of
+
+log = logging.getLogger("memfs.recall")
+
+SUPERSEDED_WEIGHT = 0.5  # a superseded decision's score is multiplied by this
+INDEXED_BYTES = 4 << 20  # of each file, this much is indexed
+PEEK_BYTES = 1 << 20  # of each file found, this much is searched for its best lines
+CHUNK = 512  # files a catch-up handles between two looks at the queued changes
+FRESH_WAIT = 30.0  # seconds a query waits for the changes before it (else busy)
+MAX_WINDOW = 2000  # matches taken from the index for one page
+
+
+class Busy(RecallError):
+    """The changes made before the query are not indexed yet, after FRESH_WAIT."""
+
+    code = "busy"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A file recall found: ``STORE/PATH``, its score, its best lines (line number,
+    text), who wrote its current version and when, and whether it is a superseded
+    decision."""
+
+    path: str
+    score: float
+    lines: list[tuple[int, str]]
+    last_writer: str | None
+    last_written_at: float | None
+    superseded: bool
+
+
+@dataclass(frozen=True)
+class Found:
+    hits: list[Hit]
+    terms: list[str]
+    next_page: int | None
+    indexing: list[str]  # stores still being caught up: their results may be missing
+
+
+@dataclass
+class _CatchUp:
+    """A store to catch up; ``fresh``: put every file again (a reindex), not only
+    those whose size or mtime changed."""
+
+    store: str
+    fresh: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+    files: int = 0
+    started: bool = False
+    again: bool = False  # changed by another daemon since the walk began: walk again
+
+
+class Recall:
+    """The index of ``engine``'s stores under ``directory`` (default
+    ``ROOT/state/recall``). `start` hooks it to the engine and starts the indexer;
+    `close` stops it."""
+
+    def __init__(self, engine: Engine, directory: Path | None = None) -> None:
+        self.engine = engine
+        self._base = directory or engine.root / "state" / "recall"
+        self._slot, self._slot_lock = _take_slot(self._base)
+        self._index: RecallIndex | None = None
+        self._cond = threading.Condition()
+        self._queued: dict[MemPath, int] = {}  # changed paths -> their number
+        self._enqueued = 0  # numbers handed out
+        self._indexed = 0  # every change numbered up to this is indexed
+        self._catch_ups: dict[str, _CatchUp] = {}  # waiting or under way, by store
+        self._suspect: Exception | None = None  # the index failed in a query: remake it
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.observe: Callable[[str, float], None] | None = None  # (what, seconds)
+
+    # -- life --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the index (a missing or broken one is made anew), queue a catch-up of
+        each store, listen to the engine's commits and start the indexer."""
+        try:
+            self._open()
+        except IndexFailed as error:  # the indexer tries again
+            log.error("recall: cannot make the index: %s", error)
+        for store in sorted(self.engine.config.stores):
+            self._catch_ups[store] = _CatchUp(store)
+        self.engine.commit_listeners.append(self.changed)
+        self._thread = threading.Thread(target=self._run, name="memfs-recall", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.engine.commit_listeners.remove(self.changed)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        if self._index is not None:
+            self._index.close()
+        os.close(self._slot_lock)
+
+    @property
+    def directory(self) -> Path:
+        """This daemon's index."""
+        return self._slot / "index"
+
+    def _open(self) -> RecallIndex:
+        """The index, opened; one that cannot be opened is removed and made anew
+        (empty: the stores' catch-ups fill it). Raises IndexFailed when even that
+        fails."""
+        try:
+            index = RecallIndex(self.directory)
+        except IndexFailed as error:
+            log.warning("recall: the index is unusable (%s): rebuilding it from the files",
+                        error)
+            shutil.rmtree(self.directory, ignore_errors=True)
+            index = RecallIndex(self.directory)
+        self._index = index
+        return index
+
+    # -- what changed --------------------------------------------------------------------
+
+    def changed(self, path: MemPath) -> None:
+        """The engine's commit listener: ``path`` changed (called before the change is
+        acknowledged). One enqueue; the indexer does the rest."""
+        with self._cond:
+            self._enqueued += 1
+            self._queued.pop(path, None)  # keep the queue in order of the last change
+            self._queued[path] = self._enqueued
+            self._cond.notify_all()
+
+    def store_changed(self, store: str) -> None:
+        """Another daemon on the root changed ``store``: catch up with its files."""
+        with self._cond:
+            if store not in self.engine.config.stores:
+                return
+            job = self._catch_ups.get(store)
+            if job is None:
+                self._catch_ups[store] = _CatchUp(store)
+                self._cond.notify_all()
+            elif job.started:
+                job.again = True
+
+    def reindex(self, stores: list[str]) -> dict[str, int]:
+        """Put every file of ``stores`` in the index again, and remove what is not a
+        file of theirs, and wait until done; returns the files indexed, by store.
+        Queries meanwhile find the files as indexed before or after. A reindex of a
+        store not yet under way is joined rather than queued again."""
+        jobs = []
+        with self._cond:
+            for store in stores:
+                job = self._catch_ups.get(store)
+                if job is None or job.started or not job.fresh:
+                    job = self._catch_ups[store] = _CatchUp(
+                        store, fresh=True, again=job is not None and job.started)
+                jobs.append(job)
+            self._cond.notify_all()
+        for job in jobs:
+            while not job.done.wait(1.0):
+                if self._closed:
+                    raise RecallError("recall stopped before the reindex was done")
+        return {job.store: job.files for job in jobs}
+
+    # -- the indexer thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        job: Generator[None, None, None] | None = None
+        while True:
+            with self._cond:
+                if not (self._queued or self._catch_ups or job or self._suspect
+                        or self._closed):
+                    _trim()  # idle: give back what the index's threads freed
+                while not (self._queued or self._catch_ups or job or self._suspect
+                           or self._closed):
+                    self._cond.wait()
+                if self._closed:
+                    return
+                batch, self._queued = self._queued, {}
+                suspect, self._suspect = self._suspect, None
+            try:
+                if suspect is not None:
+                    if job is not None:  # it was walking the index being made anew
+                        job.close()
+                        job = None
+                    self._broken(suspect)
+                with self._cond:
+                    if job is None and self._catch_ups:
+                        job = self._catch_up(next(iter(self._catch_ups.values())))
+                if batch:
+                    try:
+                        self._apply(batch)
+                    finally:  # done, or failed and logged: no query waits for it longer
+                        self._done(batch)
+                if job is not None and next(job, StopIteration) is StopIteration:
+                    job = None
+            except Exception:  # never let the indexer die: the next step retries
+                log.exception("recall: indexing failed")
+                job = None
+                time.sleep(1.0)
+
+    def _done(self, batch: dict[MemPath, int]) -> None:
+        """Every change numbered up to the batch's highest is indexed: wake the
+        queries waiting for them."""
+        with self._cond:
+            self._indexed = max(self._indexed, max(batch.values()))
+            self._cond.notify_all()
+
+    def _apply(self, batch: dict[MemPath, int]) -> None:
+        """Index the files of ``batch`` as they are now; commit if anything changed."""
+        started = time.perf_counter()
+        index = self._index
+        if index is None:
+            return  # being made anew: the catch-ups read every file
+        try:
+            touched = False
+            for path in batch:
+                if nameable(path.rel) and self._index_file(index, path):
+                    touched = True
+            if touched:
+                self._commit(index)
+        except IndexFailed as error:
+            self._broken(error)
+        if self.observe is not None:
+            self.observe("changes", time.perf_counter() - started)
+
+    def _index_file(self, index: RecallIndex, path: MemPath,
+                    known: tuple[int, int] | None = None,
+                    listed: tuple[int, int] | None = None) -> bool:
+        """Put the file's current version in ``index`` (or remove it when it is gone or
+        not a file memfs shows); with ``known`` (its size and mtime when indexed),
+        only if it changed since: a walk's ``listed`` size and mtime equal to them
+        spare reading it. Returns whether the index changed. Raises IndexFailed."""
+        if known is not None and known == listed:
+            return False
+        current = _read(self.engine, path)
+        try:
+            if current is None:
+                index.remove(path)
+                return True
+            size, mtime_ns, data = current
+            if known == (size, mtime_ns):
+                return False
+            index.put(path, size, mtime_ns, text.fields_of(path.rel, data))
+            return True
+        except BaseException as error:
+            if not failed(error):
+                raise
+            raise IndexFailed(f"{index.directory}: {error!r}") from None
+
+    def _commit(self, index: RecallIndex) -> None:
+        """Raises IndexFailed."""
+        try:
+            index.commit()
+        except BaseException as error:
+            if not failed(error):
+                raise
+            raise IndexFailed(f"{index.directory}: {error!r}") from None
+
+    def _broken(self, error: Exception) -> None:
+        """The index failed in use: make it anew and catch every store up with it (on
+        the indexer thread). The catch-ups under way or waiting are done again (a
+        reindex waiting for one waits for its new walk)."""
+        log.warning("recall: the index failed (%s): rebuilding it from the files", error)
+        old, self._index = self._index, None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                old.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        with self._cond:
+            for store in sorted(self.engine.config.stores):
+                job = self._catch_ups.setdefault(store, _CatchUp(store))
+                job.started = job.again = False  # walked again from the start
+        self._open()
+
+    def _catch_up(self, job: _CatchUp) -> Generator[None, None, None]:
+        """Make the index hold exactly ``job.store``'s files, a chunk per step."""
+        try:
+            yield from self._walk(job)
+        except IndexFailed as error:
+            self._broken(error)
+
+    def _walk(self, job: _CatchUp) -> Generator[None, None, None]:
+        store, started = job.store, time.perf_counter()
+        job.started = True
+        index = self._index or self._open()
+        try:
+            known = index.known(store)
+        except BaseException as error:
+            if not failed(error):
+                raise
+            raise IndexFailed(f"{index.directory}: {error!r}") from None
+        fd = self.engine.store_fd(store)
+        job.files = 0
+        for entry in backing.walk_files(fd):
+            if not nameable(entry.rel):
+                continue
+            job.files += 1
+            was = known.pop(entry.rel, None)
+            self._index_file(index, MemPath(store, tuple(entry.rel.split("/"))),
+                             None if job.fresh else was, (entry.size, entry.mtime_ns))
+            if job.files % CHUNK == 0:
+                self._commit(index)
+                yield
+        for rel in known:  # indexed, but gone from the files
+            index.remove(MemPath(store, tuple(rel.split("/"))))
+        self._commit(index)
+        with self._cond:
+            if self._catch_ups.get(store) is job:
+                if job.again:  # changed by another daemon after the walk began
+                    self._catch_ups[store] = _CatchUp(store)
+                else:
+                    del self._catch_ups[store]
+        job.done.set()
+        seconds = time.perf_counter() - started
+        log.info("recall: store %s %s: %d files in %.1f s", store,
+                 "reindexed" if job.fresh else "caught up", job.files, seconds)
+        if self.observe is not None:
+            self.observe("catch_up", seconds)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def search(self, agent: str, query: str, *, store: str | None = None, limit: int = 10,
+               page: int = 1) -> Found:
+        """The ``limit`` files of page ``page`` that best match ``query``, from the
+        stores ``agent`` may read (or ``store``), best first. Waits until every change
+        acknowledged before the call is indexed. Records nothing: not a read.
+
+        Raises BadQuery, PermissionDenied, NotFound (no such store), Busy."""
+        try:
+            terms = text.query_terms(query)
+        except ValueError as error:
+            raise BadQuery(str(error)) from None
+        stores = self._stores_of(agent, store)
+        self._wait_fresh()
+        wanted = page * limit
+        window = min(MAX_WINDOW, wanted * 2 + 20)
+        scored: list[tuple[float, str, MemPath, bool]] = []
+        index = self._index
+        try:
+            matches = [] if index is None else index.search(terms, stores, window)
+        except BaseException as error:
+            if not failed(error):
+                raise
+            with self._cond:  # the indexer makes it anew
+                self._suspect = IndexFailed(repr(error))
+                self._cond.notify_all()
+            matches = []
+        for match in matches:
+            weight = SUPERSEDED_WEIGHT if match.superseded else 1.0
+            scored.append((match.score * weight, str(match.path), match.path,
+                           match.superseded))
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        hits = []
+        for score, _, path, superseded in scored[wanted - limit:wanted]:
+            hit = self._hit(agent, path, score, terms, superseded)
+            if hit is not None:
+                hits.append(hit)
+        with self._cond:
+            indexing = sorted(name for name in self._catch_ups if name in stores)
+            if self._suspect is not None or self._index is None:
+                indexing = list(stores)
+        return Found(hits, terms, page + 1 if len(scored) > wanted else None, indexing)
+
+    def _stores_of(self, agent: str, store: str | None) -> list[str]:
+        if store is None:
+            return self.engine.readable_stores(agent)
+        if store not in self.engine.config.stores:
+            raise NotFound(f"no store named {store!r}")
+        self.engine.check_access(agent, store)
+        return [store]
+
+    def _wait_fresh(self) -> None:
+        with self._cond:
+            target = self._enqueued
+            if not self._cond.wait_for(lambda: self._indexed >= target or self._closed,
+                                       FRESH_WAIT):
+                raise Busy(f"the index is {target - self._indexed} changes behind; "
+                           "retry shortly")
+
+    def _hit(self, agent: str, path: MemPath, score: float, terms: list[str],
+             superseded: bool) -> Hit | None:
+        try:
+            data, info = self.engine.unrecorded.peek(agent, path, PEEK_BYTES)
+        except (NotFound, InvalidInput, PermissionDenied, OSError):
+            return None  # gone or changed into something memfs does not show
+        lines = text.best_lines(data.decode("utf-8", "replace"), terms)
+        return Hit(str(path), round(score, 4), lines, info.last_writer, info.last_written_at,
+                   superseded)
+
+@backing.retry_stale
+def _read(engine: Engine, path: MemPath) -> tuple[int, int, bytes] | None:
+    """The file's size and mtime (ns) as a walk lists them, and the first
+    INDEXED_BYTES of its current version; None when it is gone or not a file memfs
+    shows."""
+    try:
+        opened = backing.open_kept(engine.store_fd(path.store), path.parts, path.encoded)
+    except (InvalidInput, FileNotFoundError, NotADirectoryError):
+        return None
+    if opened is None:
+        return None
+    fd, st = opened
+    with backing.closing_fd(fd):
+        size = version_of(fd, st).size  # an append under way: only what is recorded
+        return st.st_size, st.st_mtime_ns, backing.read_all(fd, min(size, INDEXED_BYTES))
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+    return trim
+
+
+def _trim() -> None:
+    """Return the memory freed by the index's threads to the system: glibc keeps what
+    each thread frees in that thread's arena (measured: a daemon's resident memory
+    grew by 70-100 MB over a few thousand commits without it, about 10 MB with it)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+def _take_slot(base: Path) -> tuple[Path, int]:
+    """The first slot under ``base`` that no live daemon holds: its directory, and the
+    fd of its flock (held until close)."""
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    number = 0
+    while True:
+        fd = os.open(base / f"{number}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            number += 1
+            continue
+        slot = base / str(number)
+        slot.mkdir(mode=0o700, exist_ok=True)
+        return slot, fd

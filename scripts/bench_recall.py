@@ -1,0 +1,172 @@
+"""Ranked recall's figures, each next to its baseline from the same run:
+
+* a 4 KiB replace through the socket with recall on and off: two daemons of the same
+  config but ``recall``, called in turn; p50 of each and their ratio (goal <= 1.1);
+* a store of ``--notes`` notes (100,000) planted in the backing directory, indexed by
+  the daemon's start-up catch-up (its time is reported): recall's p50 after warm-up
+  (goal <= 50 ms) next to `memfs grep -l -i` of the same words, and the index's bytes
+  over the store's (goal <= 0.5);
+* quality on tests/recall/evalset: MRR and recall@1/3/5 of memfs and of counting the
+  query's words in each file (tests/recall/evaluate.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchlib import in_turn, timings
+
+from memfs.recall.text import query_terms
+from tests.recall.evaluate import evaluate, notes, questions, table
+from tests.support import (
+    UID_A,
+    Daemon,
+    connect_as,
+    daemon_ids,
+    public_tmpdir,
+)
+
+
+def config_in(base: Path, **overrides: object) -> dict[str, object]:
+    config: dict[str, object] = {
+        "root": str(base / "root"), "mount": str(base / "memory"),
+        "socket": str(base / "control.sock"), "delegates": [0],
+        "stores": {"notes": {}, "big": {"history": False}},
+        "agents": {"alice": {"uid": UID_A, "stores": {"notes": "read_write",
+                                                      "big": "read_write"}}},
+    }
+    config.update(overrides)
+    return config
+
+
+def replace_on_and_off(rounds: int) -> None:
+    """p50 of a 4 KiB replace with recall on vs off, called in turn."""
+    bases = [public_tmpdir("memfs-bench-recall-") for _ in range(2)]
+    daemons = [Daemon(config_in(bases[0])).start(),
+               Daemon(config_in(bases[1], recall=False)).start()]
+    try:
+        clients = [connect_as(UID_A, daemon.socket) for daemon in daemons]
+        words = notes()
+        texts = list(words.values())
+        counter = [0]
+
+        def replace(client_at: int) -> None:
+            counter[0] += 1
+            body = (texts[counter[0] % len(texts)] * 10)[:4000] + f"\n{counter[0]}\n"
+            clients[client_at].write(f"notes/bench/{counter[0] % 50}.md", body, force=True)
+
+        on, off = in_turn(rounds, lambda: replace(0), lambda: replace(1))
+        p50_on, p50_off = statistics.median(on) * 1e3, statistics.median(off) * 1e3
+        print(f"replace 4 KiB: recall on {p50_on:.2f} ms p50, off {p50_off:.2f} ms p50: "
+              f"ratio {p50_on / p50_off:.2f} (goal <= 1.1; {rounds} each, in turn)")
+        for client in clients:
+            client.close()
+    finally:
+        for daemon in daemons:
+            daemon.stop()
+        for base in bases:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def plant_notes(store: Path, count: int) -> int:
+    """``count`` notes of a team of agents' words (the evaluation set's, drawn with
+    Zipf-like frequencies: a title and about 80 words each) in folders of 1,000,
+    owned by the daemon's user; returns the bytes written."""
+    vocabulary = sorted({word.lower() for text in notes().values()
+                         for word in re.findall(r"[A-Za-z]{3,}", text)})
+    rng = random.Random(24)
+    rng.shuffle(vocabulary)
+    weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
+    uid, gid = daemon_ids()
+    total = 0
+    for n in range(count):
+        folder = store / f"n{n // 1000:03d}"
+        if n % 1000 == 0:
+            folder.mkdir(parents=True)
+            os.chown(folder, uid, gid)
+        words = rng.choices(vocabulary, weights, k=85)
+        body = f"# {' '.join(words[:5]).capitalize()}\n\n" + " ".join(words[5:]) + "\n"
+        path = folder / f"note-{n}.md"
+        path.write_text(body)
+        os.chown(path, uid, gid)
+        total += len(body.encode())
+    os.chown(store, uid, gid)
+    return total
+
+
+def caught_up(daemon: Daemon, nth: int) -> str:
+    """The seconds of the ``nth`` catch-up of store big the daemon's log reports (it
+    runs in the background: waits for the line)."""
+    while True:
+        found = re.findall(r"recall: store big caught up: \d+ files in ([\d.]+) s",
+                           daemon.log())
+        if len(found) >= nth:
+            return str(found[nth - 1])
+        time.sleep(0.5)
+
+
+def big_store(count: int, rounds: int) -> None:
+    base = public_tmpdir("memfs-bench-recall-big-")
+    config = config_in(base)
+    store = base / "root" / "stores" / "big"
+    try:
+        start = time.perf_counter()
+        store_bytes = plant_notes(store, count)
+        print(f"planted {count} notes ({store_bytes / 1e6:.1f} MB) in "
+              f"{time.perf_counter() - start:.0f} s")
+        daemon = Daemon(config).start(timeout=3600)
+        try:
+            print(f"start-up catch-up: {count} notes indexed in {caught_up(daemon, 1)} s")
+            asked = [str(question["q"]) for question in questions()]
+            with connect_as(UID_A, daemon.socket) as client:
+                for query in asked:  # warm-up
+                    client.recall(query, store="big")
+                samples = [sample for _ in range(rounds) for query in asked
+                           for sample in timings(lambda q=query: client.recall(q, store="big"),
+                                                 1)]
+                greps = []
+                for query in asked[:10]:
+                    pattern = "|".join(query_terms(query))
+                    greps += timings(lambda p=pattern: client.search(
+                        ["-l", "-i", "-e", p, "big"]), 1)
+            index = Path(str(config["root"])) / "state" / "recall" / "0" / "index"
+            index_bytes = sum(path.stat().st_size for path in index.iterdir() if path.is_file())
+            print(f"recall on {count} notes: p50 {statistics.median(samples) * 1e3:.1f} ms, "
+                  f"p90 {sorted(samples)[int(len(samples) * 0.9)] * 1e3:.1f} ms "
+                  f"(goal p50 <= 50 ms; {len(samples)} queries) vs memfs grep -l -i of the "
+                  f"same words {statistics.median(greps) * 1e3:.0f} ms p50")
+            print(f"index {index_bytes / 1e6:.1f} MB / store {store_bytes / 1e6:.1f} MB = "
+                  f"{index_bytes / store_bytes:.2f} (goal <= 0.5)")
+            daemon.stop()
+            daemon.start(timeout=3600)
+            print(f"restart: its catch-up with the {count} notes unchanged took "
+                  f"{caught_up(daemon, 2)} s")
+        finally:
+            daemon.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notes", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=200)
+    args = parser.parse_args()
+    print(f"quality: {len(questions())} questions over {len(notes())} notes")
+    print(table(evaluate()))
+    replace_on_and_off(args.rounds)
+    big_store(args.notes, max(1, args.rounds // 40))
+
+
+if __name__ == "__main__":
+    main()
