@@ -7,8 +7,9 @@ as themself): a real user made for the test, allowed sudo like such a developer.
 personal-mode blocks run as another real user, no sudo, who starts
 ``memfs serve --personal`` themself. Each walk-through has a mount and a network
 namespace of its own, so the demo's fixed places (``/memory``, ``/run/memfs``,
-``/var/lib/memfs-demo``, port 7800) are the test's alone: a demo running on this
-machine is not touched.
+``/var/lib/memfs-demo``, port 7800) and ``/tmp`` are the test's alone: a demo running on
+this machine is not touched, and the README's commands may use them as a reader would.
+The test's own files (the users' homes, the scripts, their results) are in /var/tmp.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tests.support import REPO, public_tmpdir, scaled
 
 README = REPO / "README.md"
 DEMO_PLACES = (Path("/memory"), Path("/run/memfs"), Path("/var/lib/memfs-demo"))
+WORK = "/var/tmp"  # outside /tmp, which the namespaces replace
 
 
 # -- the parser ----------------------------------------------------------------------------
@@ -129,9 +131,14 @@ def places() -> Iterator[list[Path]]:
 
 
 def in_namespaces(inner: str, work: Path) -> subprocess.CompletedProcess[str]:
-    """Run the bash script ``inner`` as root in a new mount and network namespace."""
+    """Run the bash script ``inner`` as root in a new mount and network namespace, with
+    loopback up and a /tmp of its own."""
     path = work / "inner.sh"
-    path.write_text(inner)
+    fresh_tmp = "mount -t tmpfs -o mode=1777 tmpfs /tmp\n"
+    if REPO.is_relative_to("/tmp"):  # a clone in /tmp (CI's): seen through the new /tmp
+        fresh_tmp = (f"mount --bind /tmp /mnt\n{fresh_tmp}mkdir -p {REPO}\n"
+                     f"mount --bind /mnt/{REPO.relative_to('/tmp')} {REPO}\n")
+    path.write_text(f"set -u\nip link set lo up\n{fresh_tmp}{inner}")
     return subprocess.run(["unshare", "--mount", "--net", "--propagation", "private",
                            "bash", str(path)], capture_output=True, text=True,
                           timeout=scaled(600), cwd=work)
@@ -158,17 +165,19 @@ def walk_through(where: str, user: User, work: Path) -> tuple[list[Command], Pat
     return commands, path
 
 
+def _text(log: Path) -> str:
+    return log.read_text() if log.exists() else f"({log} was not written)"
+
+
 @pytest.mark.slow
 def test_the_demo_walk_through_runs_as_written() -> None:
-    with real_user() as user, sudoer(user), places():
-        work = public_tmpdir("memfs-readme-")
+    with real_user(WORK) as user, sudoer(user), places():
+        work = public_tmpdir("memfs-readme-", WORK)
         shutil.chown(work, user.uid, user.gid)
-        root = public_tmpdir("memfs-readme-root-")
+        root = public_tmpdir("memfs-readme-root-", WORK)
         commands, path = walk_through("demo", user, work)
         log = work / "demo.log"
-        inner = f"""set -u
-ip link set lo up
-mount -t tmpfs -o mode=0755 tmpfs /run/memfs
+        inner = f"""mount -t tmpfs -o mode=0755 tmpfs /run/memfs
 mount --bind {root} /var/lib/memfs-demo
 SUDO_UID={user.uid} SUDO_GID={user.gid} SUDO_USER={user.name} \\
     {REPO}/.venv/bin/memfs serve --demo >{log} 2>&1 &
@@ -182,15 +191,15 @@ done
 kill -INT $daemon; wait $daemon
 """
         ran = in_namespaces(inner, work)
-        assert ran.returncode == 0, ran.stdout + ran.stderr + log.read_text()
+        assert ran.returncode == 0, ran.stdout + ran.stderr + _text(log)
         wrong = outcomes(commands, work / "demo-results")
         assert wrong == [], "\n".join(wrong) + "\n--- the demo's log:\n" + log.read_text()
 
 
 @pytest.mark.slow
 def test_the_personal_walk_through_runs_as_written() -> None:
-    with real_user() as user:
-        work = public_tmpdir("memfs-readme-")
+    with real_user(WORK) as user:
+        work = public_tmpdir("memfs-readme-", WORK)
         shutil.chown(work, user.uid, user.gid)
         readme = blocks(README.read_text())
         daemon_block: Block = next(b for b in readme if b.where == "personal-daemon")
@@ -199,9 +208,7 @@ def test_the_personal_walk_through_runs_as_written() -> None:
         log = work / "personal.log"
         serve_script.write_text(f"exec {serve.text} >{log} 2>&1\n")
         commands, path = walk_through("personal", user, work)
-        inner = f"""set -u
-ip link set lo up
-{user_shell(user, serve_script, work)} &
+        inner = f"""{user_shell(user, serve_script, work)} &
 daemon=$!
 for _ in $(seq {int(scaled(600))}); do
     grep -q 'Stop with Ctrl-C' {log} 2>/dev/null && break
@@ -212,7 +219,7 @@ done
 pkill -INT -u {user.uid} -f 'memfs serve' ; wait $daemon
 """
         ran = in_namespaces(inner, work)
-        assert ran.returncode == 0, ran.stdout + ran.stderr + log.read_text()
+        assert ran.returncode == 0, ran.stdout + ran.stderr + _text(log)
         wrong = outcomes(commands, work / "personal-results")
         assert wrong == [], "\n".join(wrong) + "\n--- the daemon's log:\n" + log.read_text()
         assert os.path.exists(user.home / ".local" / "share" / "memfs")
