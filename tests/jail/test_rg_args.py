@@ -239,6 +239,14 @@ def test_real_json_runs_print_back_as_rgs_text(
     assert {m["path"].split("/")[0] for m in found.matches} <= {"A", "B"}
 
 
+def test_flags_of_how_lines_print_change_no_structured_match(
+        jail: Jail, stores: dict[str, Path]) -> None:
+    plain = jail.search(stores, ["-C1", "alp", "A"], structured=True).matches
+    printed = jail.search(stores, ["-o", "-r", "X", "--column", "-N", "--heading", "-b",
+                                   "--trim", "-M", "3", "-C1", "alp", "A"], structured=True)
+    assert plain and printed.matches == plain
+
+
 def test_a_structured_search_with_no_match(jail: Jail, stores: dict[str, Path]) -> None:
     found = jail.search(stores, ["no-such-text"], structured=True)
     assert (found.exit_code, found.matches, found.truncated) == (1, [], False)

@@ -4,11 +4,21 @@ the jail. Output paths read STORE/PATH; rg's flags pass through or are refused."
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from tests.jail.tools.conftest import Memory
-from tests.support import UID_A, UID_B, UID_C, memfs_as
+from tests.support import (
+    UID_A,
+    UID_B,
+    UID_C,
+    Daemon,
+    connect_as,
+    memfs_as,
+    public_tmpdir,
+    standard_config,
+)
 
 
 def lines(text: str) -> set[str]:
@@ -92,6 +102,24 @@ def test_json_prints_the_matches_as_json_lines(memory: Memory) -> None:
     again = memfs_as(UID_A, memory.socket, "--json", "grep", "-C1", "restart|Oncall", "notes")
     assert again.returncode == 0
     assert sorted(again.stdout.decode().splitlines()) == sorted(out.splitlines())
+
+
+def test_json_past_the_output_limit_says_so() -> None:
+    """The limit holds for the matches (their compact JSON, one byte more each: their
+    lines here), and memfs grep --json says on stderr that some were left out."""
+    base = public_tmpdir("memfs-grep-limit-")
+    try:
+        with Daemon(standard_config(base, jail={"search_output_limit": 4096})) as daemon:
+            with connect_as(UID_A, daemon.socket) as alice:
+                alice.write("notes/many.txt", "".join(f"many {n}\n" for n in range(1000)))
+            done = memfs_as(UID_A, daemon.socket, "grep", "--json", "many", "notes")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.decode()
+    assert 0 < len(out.encode()) <= 4096 and len(out.splitlines()) < 1000
+    assert all(json.loads(line)["text"].startswith("many ") for line in out.splitlines())
+    assert "matches left out: the search's output limit was reached" in done.stderr.decode()
 
 
 def test_json_exit_codes_and_refusals(memory: Memory) -> None:
