@@ -70,6 +70,8 @@ class BadOutput(ValueError):
 
 # each byte that is not UTF-8, as surrogateescape decodes it, becomes U+FFFD
 _REPLACE = {0xDC80 + byte: 0xFFFD for byte in range(128)}
+# a match as the limit counts it: compact JSON (made once: json.dumps makes one a call)
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def matches(output: bytes, *, after: int, limit: int,
@@ -155,8 +157,7 @@ class _Grouper:
         match, self.last = self.last, None
         if match is None:
             return True
-        size = len(json.dumps(match, ensure_ascii=False, separators=(",", ":"))
-                   .encode()) + 1
+        size = len(_COMPACT(match).encode()) + 1
         if size > self.left:
             self.left = 0
             return False
