@@ -77,8 +77,8 @@ def search_matches(run: Run, limit: int, timeout: float, after: int) -> SearchRe
     try:
         found, truncated = rg_json.matches(run.stdout, after=after, limit=limit,
                                            cut=run.over_limit)
-    except rg_json.BadOutput as error:
-        raise JailError(f"{error}: {run.stdout[:200]!r}") from None
+    except rg_json.BadOutput as error:  # (not quoted: it holds memory's content)
+        raise JailError(str(error)) from None
     # Stopped by us (rg's own JSON went past its cap): whatever its status, the
     # matches stand, as a cut text output does.
     code = 0 if run.over_limit else _rg_code(run, timeout, found=bool(found))
