@@ -183,6 +183,8 @@ def test_every_change_on_a_full_disk_is_refused_with_no_space_and_changes_nothin
         assert staged_leftovers(root) == []
         assert daemon.alive()
         assert "the memory's disk is full" in daemon.log()  # the warning
+        # recall's index waits for room: removing it would free room for a change
+        assert list((root / "state" / "recall").glob("*/index/meta.json"))
 
         for ballast in (disk_base / "disk").glob("ballast*"):
             ballast.unlink()  # the operator frees space
@@ -194,6 +196,9 @@ def test_every_change_on_a_full_disk_is_refused_with_no_space_and_changes_nothin
         assert alice.read("notes/a.md")["text"] == "alpha, after\nmore\n"
         with connect_as(UID_B, daemon.socket) as bob:
             assert bob.read("notes/a.md")["text"] == "alpha, after\nmore\n"
+        alice.write("notes/marmots.md", "the marmots moved north\n")
+        found = [hit["path"] for hit in alice.recall("marmots")["hits"]]
+        assert found == ["notes/marmots.md"]  # recall caught up, and is fresh again
     assert_history_sound(root)
     heads = snapshot(root)["heads"]
     daemon.stop()
