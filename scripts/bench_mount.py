@@ -49,7 +49,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchlib import MachineLoad, ProcessCpu  # noqa: E402
+from benchlib import MachineLoad, ProcessCpu, wait_idle  # noqa: E402
 
 from memfs.daemon.serve import rg_binary  # noqa: E402
 from tests.support import (  # noqa: E402
@@ -295,6 +295,8 @@ def main() -> int:
             assert daemon.proc is not None
             meters = [ProcessCpu(daemon.proc.pid, "memfs-bench-mount"),
                       ProcessCpu(minimal.proc.pid, "memfs-bench-minimal")]
+            # the history of the files planted is packed in the background at start
+            print(f"(waited {wait_idle(meters[0]):.1f} s for the daemon to be idle)")
             ours = Side("memfs", mount / "notes" / "bench", meters[0])
             floor = Side("minimal", base / "minimal" / "notes" / "bench", meters[1])
             in_turn([ours, floor], ROUNDS, "files_round")
