@@ -108,17 +108,26 @@ def bench_search(client: Client, stores_dir: Path, n: int) -> None:
 
 
 def bench_edit(client: Client, n: int) -> None:
-    path = "notes/bench/edit.md"
+    """Every call changes its file, on both sides: a replace or an edit that leaves
+    the bytes as they are commits nothing and costs far less (an unchanged answer)."""
+    edited, replaced = "notes/bench/edit.md", "notes/bench/replace.md"
     content = ("alpha beta gamma\n" * 8).encode()
-    client.write(path, content, force=True)
-    client.read(path)
+    other = ("alpha beta gammb\n" * 8).encode()
+    for path in (edited, replaced):
+        client.write(path, content, force=True)
+        client.read(path)
     sed = [SED, "--sandbox", "-e", "s/a/b/"]
+    turns = {"ours": 0, "base": 0}
 
-    def ours() -> None:
-        client.edit(path, ["s/a/b/"])
+    def ours() -> None:  # the first line's alpha to ALPHA and back, in turn
+        turns["ours"] += 1
+        script = "1s/alpha/ALPHA/" if turns["ours"] % 2 else "1s/ALPHA/alpha/"
+        assert not client.edit(edited, [script]).get("unchanged")
 
     def base() -> None:
-        client.write(path, content)  # a versioned replace of the same bytes
+        turns["base"] += 1
+        # a versioned replace of new bytes, then two bare sed runs
+        client.write(replaced, other if turns["base"] % 2 else content)
         for _ in range(2):
             subprocess.run(sed, input=content, stdout=subprocess.PIPE, check=True)
 
