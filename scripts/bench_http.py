@@ -6,7 +6,13 @@ from the same run and daemon. Run as root: `scripts/bench` or
   vs ``Client.read_bytes`` on the control socket: median latency, ratio (goal <= 3);
   httpx's figure too, for what a typical Python client adds;
 * 16 concurrent clients reading for a few seconds: requests/s over HTTP and over the
-  socket.
+  socket (goal: HTTP >= 0.6x the socket's);
+* the ASGI servers that could serve inside (or next to) the daemon, side by side, each
+  serving one bare application that answers 1 KiB from memory
+  (scripts/baselines/asgi_servers.py; all but memfs's own from .venv-bench, made by
+  `scripts/setup --bench`): GET latency over one keep-alive connection, the server's
+  CPU per request (all its threads), in turn, and 16 concurrent clients' requests/s;
+  next to "raw", a trio server that answers without parsing HTTP at all.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import http.client
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -23,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
-from benchlib import timings
+from benchlib import MachineLoad, ProcessCpu, timings
 
 from control.client import Client
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
@@ -84,30 +91,7 @@ def bench_concurrent(daemon: Daemon, token: str, clients_n: int = 16,
                      seconds: float = 4.0) -> None:
     def run(make: Callable[[], Callable[[], object]], closers: list[Callable[[], None]]
             ) -> float:
-        counts = [0] * clients_n
-        readers = [make() for _ in range(clients_n)]
-        start_line = threading.Barrier(clients_n + 1)
-        stop = [0.0]
-
-        def work(index: int) -> None:
-            read = readers[index]
-            start_line.wait()
-            while time.monotonic() < stop[0]:
-                read()
-                counts[index] += 1
-
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(clients_n)]
-        for thread in threads:
-            thread.start()
-        stop[0] = time.monotonic() + seconds
-        start_line.wait()
-        began = time.monotonic()
-        for thread in threads:
-            thread.join()
-        elapsed = time.monotonic() - began
-        for close in closers:
-            close()
-        return sum(counts) / elapsed
+        return concurrent_rate(make, closers, clients_n, seconds)
 
     lean: list[Lean] = []
     sockets: list[Client] = []
@@ -127,6 +111,120 @@ def bench_concurrent(daemon: Daemon, token: str, clients_n: int = 16,
     print(f"  socket client  {socket_rate:8.0f} requests/s   (ratio {socket_rate / http_rate:.2f})")
 
 
+REPO = Path(__file__).resolve().parent.parent
+SERVERS = Path(__file__).resolve().parent / "baselines" / "asgi_servers.py"
+BENCH_PYTHON = REPO / ".venv-bench" / "bin" / "python"
+CANDIDATES = ["memfs", "hypercorn", "anycorn", "uvicorn-h11", "uvicorn-httptools", "granian",
+              "raw"]
+
+
+class Candidate:
+    """One server of scripts/baselines/asgi_servers.py, running, with its CPU meter."""
+
+    def __init__(self, name: str) -> None:
+        python = sys.executable if name == "memfs" else str(BENCH_PYTHON)
+        self.name = name
+        self.proc = subprocess.Popen([python, str(SERVERS), name], stdout=subprocess.PIPE,
+                                     text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().split()
+        if line[:1] != ["ready"]:
+            self.stop()
+            raise SystemExit(f"the server {name} did not start")
+        self.base = f"http://127.0.0.1:{line[1]}"
+        self.meter = ProcessCpu(self.proc.pid, f"memfs-bench-{name}")
+        self.seconds: list[float] = []
+        self.cpu_ns = 0
+
+    def stop(self) -> None:
+        if getattr(self, "meter", None) is not None:
+            self.meter.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def bench_servers(n: int = 400, clients_n: int = 16, seconds: float = 2.0) -> None:
+    if not BENCH_PYTHON.exists():
+        print("ASGI servers: skipped (no .venv-bench: scripts/setup --bench makes it)")
+        return
+    load = MachineLoad()
+    running: list[Candidate] = []
+    try:
+        for name in CANDIDATES:
+            running.append(Candidate(name))
+        conns = {c.name: Lean(c.base, "unused") for c in running}
+        for c in running:  # warm up
+            timings(lambda c=c: conns[c.name].get("/"), 50)
+        for i in range(n):  # in turn, each round starting one further along
+            for k in range(len(running)):
+                c = running[(i + k) % len(running)]
+                before = c.meter.ns()
+                c.seconds += timings(lambda c=c: conns[c.name].get("/"), 1)
+                c.cpu_ns += c.meter.ns() - before
+        for conn in conns.values():
+            conn.close()
+        rates = {}
+        for c in running:
+            readers: list[Lean] = []
+
+            def reader(c: Candidate = c, readers: list[Lean] = readers) -> Callable[[], object]:
+                conn = Lean(c.base, "unused")
+                readers.append(conn)
+                return lambda: conn.get("/")
+
+            rates[c.name] = concurrent_rate(reader, [], clients_n, seconds)
+            for conn in readers:
+                conn.close()
+        cpu = sum(c.meter.ns() for c in running) / 1e9
+    finally:
+        for c in running:
+            c.stop()
+    ours = next(c for c in running if c.name == "memfs")
+    print(f"ASGI servers, one bare application answering 1 KiB (GET, one keep-alive "
+          f"connection, {n} in turn; then {clients_n} clients for {seconds:.0f} s each):")
+    print(f"  {'server':18s} {'median':>9s} {'CPU/request':>12s} {'vs memfs':>9s} "
+          f"{'concurrent':>14s}")
+    for c in running:
+        median = statistics.median(c.seconds)
+        print(f"  {c.name:18s} {median * 1e6:6.0f} us {c.cpu_ns / n / 1e3:8.0f} us "
+              f"{median / statistics.median(ours.seconds):8.2f}x {rates[c.name]:9.0f} req/s")
+    print(f"  {load.report(cpu)}")
+
+
+def concurrent_rate(make: Callable[[], Callable[[], object]], closers: list[Callable[[], None]],
+                    clients_n: int, seconds: float) -> float:
+    """Requests/s of ``clients_n`` threads, each calling the reader ``make`` gives it
+    for ``seconds``."""
+    counts = [0] * clients_n
+    readers = [make() for _ in range(clients_n)]
+    start_line = threading.Barrier(clients_n + 1)
+    stop = [0.0]
+
+    def work(index: int) -> None:
+        read = readers[index]
+        start_line.wait()
+        while time.monotonic() < stop[0]:
+            read()
+            counts[index] += 1
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients_n)]
+    for thread in threads:
+        thread.start()
+    stop[0] = time.monotonic() + seconds
+    start_line.wait()
+    began = time.monotonic()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - began
+    for close in closers:
+        close()
+    return sum(counts) / elapsed
+
+
 def main() -> int:
     if os.geteuid() != 0:
         print("run as root (the socket client connects as uid 2001)", file=sys.stderr)
@@ -139,8 +237,14 @@ def main() -> int:
             client.write(PATH, PAYLOAD)
         bench_latency(daemon, token)
         bench_concurrent(daemon, token)
+    bench_servers()
+    return 0
+
+
+def servers_only() -> int:
+    bench_servers()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(servers_only() if sys.argv[1:] == ["--servers"] else main())

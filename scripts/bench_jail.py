@@ -68,7 +68,7 @@ def fill_store(client: Client) -> None:
 def raw_rg(stores_dir: Path, args: list[str]) -> Callable[[], bytes]:
     """Raw rg with its defaults, from the stores directory so that its output paths
     are the same ``notes/...`` ones; stdout to a pipe read fully."""
-    argv = [str(RG), *args, "notes"]
+    argv = [str(RG), *args, "notes/bench"]
 
     def run() -> bytes:
         done = subprocess.run(argv, cwd=stores_dir, stdout=subprocess.PIPE, check=False)
@@ -80,7 +80,7 @@ def raw_rg(stores_dir: Path, args: list[str]) -> Callable[[], bytes]:
 
 def jailed_rg(client: Client, args: list[str]) -> Callable[[], bytes]:
     def run() -> bytes:
-        result = client.search([*args, "notes"])
+        result = client.search([*args, "notes/bench"])
         assert result["exit_code"] in (0, 1), result
         return str(result["output"]).encode()
 
