@@ -137,7 +137,7 @@ class Candidate:
             self.stop()
             raise SystemExit(f"the server {name} did not start")
         self.base = f"http://127.0.0.1:{line[1]}"
-        self.meter = ProcessCpu(self.proc.pid, f"memfs-bench-{name}")
+        self.meter: ProcessCpu | None = None  # made once it serves (granian's worker)
         self.seconds: list[float] = []
         self.cpu_ns = 0
 
@@ -164,12 +164,17 @@ def bench_servers(n: int = 400, clients_n: int = 16, seconds: float = 2.0) -> No
         conns = {c.name: Lean(c.base, "unused") for c in running}
         for c in running:  # warm up
             timings(lambda c=c: conns[c.name].get("/"), 50)
+            c.meter = ProcessCpu(c.proc.pid, f"memfs-bench-{c.name}")
+        # Each server's CPU over all its requests: what it does after an answer went
+        # out would fall in the next server's call if read around each call.
+        started = {c.name: c.meter.ns() for c in running if c.meter is not None}
         for i in range(n):  # in turn, each round starting one further along
             for k in range(len(running)):
                 c = running[(i + k) % len(running)]
-                before = c.meter.ns()
                 c.seconds += timings(lambda c=c: conns[c.name].get("/"), 1)
-                c.cpu_ns += c.meter.ns() - before
+        for c in running:
+            assert c.meter is not None
+            c.cpu_ns = c.meter.ns() - started[c.name]
         for conn in conns.values():
             conn.close()
         rates = {}
@@ -184,7 +189,7 @@ def bench_servers(n: int = 400, clients_n: int = 16, seconds: float = 2.0) -> No
             rates[c.name] = concurrent_rate(reader, [], clients_n, seconds)
             for conn in readers:
                 conn.close()
-        cpu = sum(c.meter.ns() for c in running) / 1e9
+        cpu = sum(c.meter.ns() for c in running if c.meter is not None) / 1e9
     finally:
         for c in running:
             c.stop()
