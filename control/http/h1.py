@@ -102,6 +102,7 @@ class Connection:
     def __init__(self, max_head_bytes: int) -> None:
         self.max_head_bytes = max_head_bytes
         self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer known to hold no end of head or line
         self._eof = False
         self.request: Request | None = None
         # the request body: bytes still to come (Content-Length), or None when chunked
@@ -153,11 +154,20 @@ class Connection:
             return self._sized()
         return self._chunked()
 
+    def _find(self, marker: bytes) -> int:
+        """Where ``marker`` first is in the buffer, or -1; the search resumes where the
+        last one stopped (a head that comes a byte at a time is not scanned again
+        and again)."""
+        found = self._buffer.find(marker, max(0, self._scanned - len(marker) + 1))
+        self._scanned = len(self._buffer) if found < 0 else 0
+        return found
+
     def _head(self) -> Request | _Sentinel:
         buffer = self._buffer
         while buffer[:2] == b"\r\n":  # empty lines before a request line are ignored
             del buffer[:2]
-        end = buffer.find(b"\r\n\r\n")
+            self._scanned = 0
+        end = self._find(b"\r\n\r\n")
         if end < 0 or end + 4 > self.max_head_bytes:
             if len(buffer) > self.max_head_bytes or end >= 0:
                 raise ProtocolError(f"the request head is longer than {self.max_head_bytes} "
@@ -218,7 +228,7 @@ class Connection:
         buffer = self._buffer
         while True:
             if self._in_trailers:  # after the last chunk: trailer lines, then an empty one
-                end = buffer.find(b"\r\n")
+                end = self._find(b"\r\n")
                 if end < 0:
                     return self._more(len(buffer) > MAX_TRAILERS, "trailer section")
                 line = bytes(buffer[:end])
@@ -242,7 +252,7 @@ class Connection:
                     raise ProtocolError("a chunk of the request body does not end in CRLF")
                 del buffer[:self._chunk_left]
                 self._chunk_left = 0
-            end = buffer.find(b"\r\n")  # the next chunk's size line
+            end = self._find(b"\r\n")  # the next chunk's size line
             if end < 0:
                 return self._more(len(buffer) > MAX_CHUNK_LINE, "chunk size line")
             size_text = bytes(buffer[:end]).split(b";", 1)[0].strip(b" \t")
