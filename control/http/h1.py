@@ -139,7 +139,7 @@ class Connection:
         """The client sent ``Expect: 100-continue`` and waits for it before its body."""
         request = self.request
         return (request is not None and not self._answered and not self._continued
-                and not self.their_done and not self._body_seen
+                and not self.their_done and not self._body_seen and self._left != 0
                 and request.http_version == b"1.1"
                 and any(name == b"expect" and value.lower() == b"100-continue"
                         for name, value in request.headers))
@@ -154,21 +154,27 @@ class Connection:
             return self._sized()
         return self._chunked()
 
-    def _find(self, marker: bytes) -> int:
-        """Where ``marker`` first is in the buffer, or -1; the search resumes where the
-        last one stopped (a head that comes a byte at a time is not scanned again
-        and again)."""
-        found = self._buffer.find(marker, max(0, self._scanned - len(marker) + 1))
-        self._scanned = len(self._buffer) if found < 0 else 0
-        return found
+    def _find(self, *markers: bytes) -> tuple[int, int]:
+        """Where the first of ``markers`` first is in the buffer, and its length; (-1,
+        0) if none is. The search resumes where the last one stopped (a head that
+        comes a byte at a time is not scanned again and again)."""
+        start = max(0, self._scanned - max(len(marker) for marker in markers) + 1)
+        found = [(at, len(marker)) for marker in markers
+                 if (at := self._buffer.find(marker, start)) >= 0]
+        if not found:
+            self._scanned = len(self._buffer)
+            return -1, 0
+        self._scanned = 0
+        return min(found)
 
     def _head(self) -> Request | _Sentinel:
         buffer = self._buffer
         while buffer[:2] == b"\r\n":  # empty lines before a request line are ignored
             del buffer[:2]
             self._scanned = 0
-        end = self._find(b"\r\n\r\n")
-        if end < 0 or end + 4 > self.max_head_bytes:
+        # (a head that ends in bare LFs is found too, for llhttp to refuse it: 400)
+        end, blank = self._find(b"\r\n\r\n", b"\n\n")
+        if end < 0 or end + blank > self.max_head_bytes:
             if len(buffer) > self.max_head_bytes or end >= 0:
                 raise ProtocolError(f"the request head is longer than {self.max_head_bytes} "
                                     "bytes", 431)
@@ -177,8 +183,8 @@ class Connection:
                     raise ProtocolError("the connection was closed inside a request head")
                 return CLOSED
             return NEED_DATA
-        head = bytes(buffer[:end + 4])
-        del buffer[:end + 4]
+        head = bytes(buffer[:end + blank])
+        del buffer[:end + blank]
         found = _Head()
         parser = httptools.HttpRequestParser(found)
         try:
@@ -228,7 +234,7 @@ class Connection:
         buffer = self._buffer
         while True:
             if self._in_trailers:  # after the last chunk: trailer lines, then an empty one
-                end = self._find(b"\r\n")
+                end, _ = self._find(b"\r\n")
                 if end < 0:
                     return self._more(len(buffer) > MAX_TRAILERS, "trailer section")
                 line = bytes(buffer[:end])
@@ -252,7 +258,7 @@ class Connection:
                     raise ProtocolError("a chunk of the request body does not end in CRLF")
                 del buffer[:self._chunk_left]
                 self._chunk_left = 0
-            end = self._find(b"\r\n")  # the next chunk's size line
+            end, _ = self._find(b"\r\n")  # the next chunk's size line
             if end < 0:
                 return self._more(len(buffer) > MAX_CHUNK_LINE, "chunk size line")
             size_text = bytes(buffer[:end]).split(b";", 1)[0].strip(b" \t")
@@ -292,7 +298,7 @@ class Connection:
         length: int | None = None
         close, said = self.must_close, False
         for name, value in headers:
-            if (b"\r" in name or b"\n" in name or b":" in name or b"\r" in value
+            if (not name or any(char in name for char in b"\r\n: \t\0") or b"\r" in value
                     or b"\n" in value or b"\0" in value):
                 raise ValueError(f"a header the answer cannot carry: {name!r}")
             lowered = name.lower()

@@ -109,6 +109,8 @@ def test_a_head_over_the_limit_is_431_and_one_at_it_passes() -> None:
     b"GET / HTTP/1.1\r\n folded: x\r\n\r\n",
     b"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
     b"GET / HTTP/1.1\r\nX: a\x00b\r\n\r\n",
+    b"GET / HTTP/1.1\nHost: x\n\n",  # bare LFs: refused at once, not waited on
+    b"GET / HTTP/1.1\r\nHost: x\r\n\n",
     b"GET / HTTP/2.0\r\n\r\n",
     b"BREW / HTTP/1.1\r\n\r\n",
     b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",  # TLS to a plain listener
@@ -131,6 +133,9 @@ def test_keep_alive_and_continue() -> None:
     assert isinstance(conn.next_event(), h1.Request) and conn.waiting_for_continue
     assert conn.informational(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
     assert not conn.waiting_for_continue
+    conn = h1.Connection(MAX)  # no body to wait for: no 100 either
+    conn.receive_data(b"PUT / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n")
+    assert isinstance(conn.next_event(), h1.Request) and not conn.waiting_for_continue
 
 
 def answer(conn: h1.Connection, status: int, headers: list[tuple[bytes, bytes]],
@@ -172,7 +177,8 @@ def test_an_answer_that_asks_to_close_ends_the_connection() -> None:
 
 
 @pytest.mark.parametrize("header", [(b"location", b"/a\r\nSet-Cookie: x=1"),
-                                    (b"x-a\r\nx-b", b"1"), (b"x", b"a\nb"), (b"x", b"a\0")])
+                                    (b"x-a\r\nx-b", b"1"), (b"x", b"a\nb"), (b"x", b"a\0"),
+                                    (b"x y", b"1"), (b"", b"1")])
 def test_a_header_that_would_split_the_answer_is_refused(header: tuple[bytes, bytes]) -> None:
     with pytest.raises(ValueError):
         started().response(200, [header], head_only=False)
