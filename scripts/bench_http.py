@@ -13,7 +13,12 @@ from the same run and daemon. Run as root: `scripts/bench` or
   (scripts/baselines/asgi_servers.py; all but memfs's own from .venv-bench, made by
   `scripts/setup --bench`): GET latency over one keep-alive connection, the server's
   CPU per request (all its threads), in turn, and 16 concurrent clients' requests/s;
-  next to "raw", a trio server that answers without parsing HTTP at all.
+  next to "raw", a trio server that answers without parsing HTTP at all;
+* what the application costs per request, in this process, without a server: CPU per
+  GET of 1 KiB of memfs's Starlette application (its middleware: metrics, origin
+  check, the bearer token; the route; the read itself) on an engine of its own, next
+  to the read alone (the dispatcher's op), a bare Starlette application with one
+  route, and a bare ASGI application, in turn.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -252,11 +258,104 @@ def main() -> int:
     print(f"  {load.report()}")
     shutil.rmtree(base, ignore_errors=True)
     bench_servers()
+    bench_app_cost()
     return 0
+
+
+async def _call(app: Any, scope: dict[str, Any]) -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(dict(scope), receive, send)
+    assert sent[0]["status"] == 200, sent
+
+
+def bench_app_cost(rounds: int = 30, calls: int = 100) -> None:
+    import trio
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from control.http.app import build_app
+    from control.http.metrics import MeasuredDispatcher, Metrics
+    from memfs.config import parse_config
+    from memfs.store.engine import Engine
+    from memfs.store.paths import parse_path
+
+    base = public_tmpdir("memfs-bench-http-app-")
+    config = standard_config(base)
+    config["http"] = {"listen": "127.0.0.1:0"}
+    engine = Engine(parse_config(config))
+    try:
+        engine.recover()
+        metrics = Metrics()
+        dispatcher = MeasuredDispatcher(engine, None, None, None, None, metrics=metrics)
+        engine.write("alice", parse_path(PATH), PAYLOAD)
+        token, _ = dispatcher.tokens.create("alice")
+        memfs_app = build_app(dispatcher, engine.config.http, metrics)
+
+        async def bare(scope: Any, receive: Any, send: Any) -> None:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-length", str(len(PAYLOAD)).encode())]})
+            await send({"type": "http.response.body", "body": PAYLOAD})
+
+        async def one(_: Request) -> Response:
+            return Response(PAYLOAD)
+
+        starlette = Starlette(routes=[Route("/v1/stores/{store}/files/{path:path}", one)])
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "GET", "scheme": "http", "path": URL, "raw_path": URL.encode(),
+                 "query_string": b"", "root_path": "", "client": ("127.0.0.1", 5000),
+                 "server": ("127.0.0.1", 7800), "state": {},
+                 "headers": [(b"host", b"127.0.0.1:7800"),
+                             (b"authorization", f"Bearer {token}".encode())]}
+        fields = {"path": PATH, "encoding": "bytes"}
+
+        async def op() -> None:
+            dispatcher.run("alice", "read", fields)
+
+        async def main() -> dict[str, list[float]]:
+            async with memfs_app.router.lifespan_context(memfs_app):
+                cases: dict[str, Callable[[], Any]] = {
+                    "memfs application": lambda: _call(memfs_app, scope),
+                    "  its read alone (the op)": op,
+                    "bare Starlette, one route": lambda: _call(starlette, scope),
+                    "bare ASGI application": lambda: _call(bare, scope)}
+                for case in cases.values():
+                    for _ in range(calls):
+                        await case()
+                cpu: dict[str, list[float]] = {name: [] for name in cases}
+                names = list(cases)
+                for i in range(rounds):
+                    for k in range(len(names)):
+                        name = names[(i + k) % len(names)]
+                        start = time.thread_time_ns()
+                        for _ in range(calls):
+                            await cases[name]()
+                        cpu[name].append((time.thread_time_ns() - start) / calls / 1e3)
+            return cpu
+
+        load = MachineLoad()
+        cpu = trio.run(main)
+    finally:
+        engine.close()
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"the application's CPU per GET of 1 KiB, in process, no server (median of "
+          f"{rounds} rounds of {calls}, in turn):")
+    for name, values in cpu.items():
+        print(f"  {name:28s} {statistics.median(values):7.1f} us")
+    print(f"  {load.report()}")
 
 
 def servers_only() -> int:
     bench_servers()
+    bench_app_cost()
     return 0
 
 
