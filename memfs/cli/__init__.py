@@ -471,6 +471,8 @@ _SIMPLE: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, int | None]
     "rm": (("path",), ("force",), {}, {}),
     "brief": (("?store_arg",), (), {"max_bytes": 4096}, {"store": None}),
     "log": (("?target",), ("patch",), {"n": 20}, {"since": None, "author": None}),
+    # grep's own words are split off first (_split_grep): here only "grep" is left
+    "grep": ((), (), {}, {"rg_args": [], "rg_help": False}),
 }
 # command -> (its short options and the option each stands for, the options that
 # have no long spelling: "--n" is refused, as argparse refuses it)
@@ -595,7 +597,8 @@ def _acting_as(args: Any) -> str | None:
     return args.as_agent or named
 
 
-_COMMANDS = {"cat": cmd_cat, "ls": cmd_ls, "stat": cmd_stat, "write": cmd_write, "rm": cmd_rm}
+_COMMANDS = {"cat": cmd_cat, "ls": cmd_ls, "stat": cmd_stat, "write": cmd_write, "rm": cmd_rm,
+             "grep": cmd_grep}
 
 
 def _command(name: str) -> Callable[..., int]:
