@@ -259,10 +259,11 @@ class Recall:
     def _apply(self, batch: dict[MemPath, int]) -> None:
         """Index the files of ``batch`` as they are now; commit if anything changed."""
         started = time.perf_counter()
-        index = self._index
-        if index is None:
-            return  # being made anew: the catch-ups read every file
         try:
+            # None: a full disk closed it (a change landing says there may be room
+            # again: index it now, so that a recall after it finds it) or it could
+            # not be made at start; the catch-ups queued then read every file.
+            index = self._index or self._open()
             touched = False
             for path in batch:
                 if nameable(path.rel) and self._index_file(index, path):
