@@ -23,13 +23,18 @@ from types import TracebackType
 from jail import landlock, rg_args, sed_script
 from jail.errors import BadArguments, JailError, JailUnavailable
 from jail.pump import pump, verdict
-from jail.results import Run, SearchResult, search_result, sed_output
+from jail.results import Run, SearchResult, search_matches, search_result, sed_output
 from jail.settings import JailSettings
 from jail.slots import FairSlots
 from jail.spawn import base_tools, spawn_launcher
 from jail.wire import MAX_FDS, Tool
 
 __all__ = ["Jail", "SearchResult"]
+
+# rg's JSON messages say more than the matches made of them (absolute offsets, each
+# file's statistics, the path again on every line): a structured search lets rg print
+# this many times the output limit, then keeps at most the limit of matches.
+JSON_OUTPUT_FACTOR = 4
 
 
 class Jail:
@@ -163,9 +168,15 @@ class Jail:
         hidden: Callable[[str], Collection[str]] | None = None,
         mount: str | None = None,
         caller: str = "",
+        structured: bool = False,
     ) -> SearchResult:
         """Run ripgrep with the user's ``args`` over ``stores`` (name -> directory; only
         the stores the agent may read). Output paths read ``STORE/PATH``.
+
+        ``structured``: the result holds the matches (rg --json, read by
+        jail/rg_json.py) instead of rg's text; the flags that print something else
+        (-l, -c, --files...) are refused. rg's own JSON may reach JSON_OUTPUT_FACTOR
+        times the output limit; the matches returned stay within the limit.
 
         ``check`` is called with each path argument as ``STORE[/PATH]`` before rg runs
         and may refuse it by raising (see rg_args.parse); the arguments are parsed
@@ -181,17 +192,18 @@ class Jail:
         ToolFailed (rg error with no output at all), JailBusy (too many runs at once,
         past the queue's bounds), JailError (launcher gone).
         """
+        nothing = SearchResult(b"", 1, False, "", [] if structured else None)
         if not stores and check is None:
-            return SearchResult(b"", 1, False, "")
+            return nothing
         for name in stores:
             if name in ("", ".", "..") or "/" in name or "\0" in name:
                 raise BadArguments(f"bad store name {name!r}")
         command = rg_args.parse(
             args, stores, self.settings.max_threads, default_threads=self._threads, check=check,
-            mount=mount,
+            mount=mount, json=structured,
         )
         if not command.stores:
-            return SearchResult(b"", 1, False, "")
+            return nothing
         if hidden is not None:
             excluded = tuple(f"{name}/{rel}" for name in command.stores for rel in hidden(name))
             refused = sorted(set(command.paths) & set(excluded))
@@ -202,9 +214,14 @@ class Jail:
         if len(command.stores) > MAX_FDS - 5:
             raise BadArguments(f"too many stores in one search (at most {MAX_FDS - 5})")
         limit = self.settings.output_limit_bytes
+        timeout = self.settings.timeout_seconds
+        if structured:
+            run = self._run("rg", ["rg", *command.argv], command.stores, stores, None,
+                            limit * JSON_OUTPUT_FACTOR, caller)
+            return search_matches(run, limit, timeout, rg_args.context_of(command.options)[1])
         run = self._run("rg", ["rg", *command.argv], command.stores, stores, None, limit,
                         caller)
-        return search_result(run, limit, self.settings.timeout_seconds)
+        return search_result(run, limit, timeout)
 
     def sed(self, scripts: Sequence[str], data: bytes, *, caller: str = "") -> bytes:
         """Return the output of ``sed --sandbox -e S1 -e S2 ...`` on ``data``

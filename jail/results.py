@@ -7,6 +7,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
+from jail import rg_json
 from jail.errors import BadArguments, JailError, JailLimit, ToolFailed
 from jail.wire import EXEC_FAILED
 
@@ -18,12 +19,15 @@ class SearchResult:
     """What rg printed. ``exit_code`` is rg's: 0 matches, 1 no match, 2 some error
     (then ``stderr`` says which, and ``output`` has what was found anyway). When the
     output exceeded the limit it is cut at a line end, ``truncated`` is True and a
-    last line says so."""
+    last line says so. A search for structured matches (rg --json) has them in
+    ``matches`` instead (``output`` empty; jail/rg_json.py), and ``truncated`` when
+    some were left out to keep within the limit."""
 
     output: bytes
     exit_code: int
     truncated: bool
     stderr: str
+    matches: list[rg_json.Match] | None = None
 
 
 @dataclass
@@ -62,16 +66,38 @@ def search_result(run: Run, limit: int, timeout: float) -> SearchResult:
             cut = cut[: cut.rindex(b"\n") + 1]
         note = f"[memfs: output truncated at {limit} bytes]\n".encode()
         return SearchResult(cut + note, 0, True, run.stderr)
+    code = _rg_code(run, timeout, found=bool(run.stdout))
+    return SearchResult(run.stdout, code, False, run.stderr)
+
+
+def search_matches(run: Run, limit: int, timeout: float, after: int) -> SearchResult:
+    """The matches of a run of ``rg --json`` (with ``after`` lines of context, -A), at
+    most ``limit`` bytes of them (jail/rg_json.py counts them). Raises as
+    `search_result`, and JailError when rg's output is not its JSON messages."""
+    try:
+        found, truncated = rg_json.matches(run.stdout, after=after, limit=limit,
+                                           cut=run.over_limit)
+    except rg_json.BadOutput as error:  # (not quoted: it holds memory's content)
+        raise JailError(str(error)) from None
+    # Stopped by us (rg's own JSON went past its cap): whatever its status, the
+    # matches stand, as a cut text output does.
+    code = 0 if run.over_limit else _rg_code(run, timeout, found=bool(found))
+    return SearchResult(b"", code, truncated, run.stderr, found)
+
+
+def _rg_code(run: Run, timeout: float, *, found: bool) -> int:
+    """rg's exit status, 0 (matches), 1 (none) or 2 (errors, and ``found`` something
+    anyway); raises for every other outcome."""
     _common_failures(run, "rg", timeout)
     reply = run.reply
     if reply.get("status") != "exited":
         raise ToolFailed(f"rg was killed by signal {reply.get('signal')}", None, run.stderr)
     code = int(reply["code"])
-    if code == 2 and not run.stdout:
+    if code == 2 and not found:
         raise ToolFailed(f"rg failed: {run.stderr.strip()}", code, run.stderr)
     if code not in (0, 1, 2):
         raise ToolFailed(f"rg exited with status {code}: {run.stderr.strip()}", code, run.stderr)
-    return SearchResult(run.stdout, code, False, run.stderr)
+    return code
 
 
 def sed_output(run: Run, limit: int, timeout: float) -> bytes:

@@ -135,7 +135,7 @@ SWITCHES = frozenset((
     "--unrestricted", "--no-follow", "--no-search-zip", "--no-pre", "--files-with-matches",
     "--files-without-match", "--count", "--count-matches", "--files", "--line-number",
     "--no-line-number", "--only-matching", "--with-filename", "--no-filename", "--heading",
-    "--no-heading", "--quiet", "--json", "--no-json", "--vimgrep", "--stats", "--no-stats",
+    "--no-heading", "--quiet", "--no-json", "--vimgrep", "--stats", "--no-stats",
     "--trim", "--no-trim", "--column", "--no-column", "--byte-offset", "--no-byte-offset",
     "--null", "--passthru", "--passthrough", "--include-zero", "--max-columns-preview",
     "--sort-files", "--no-context-separator", "--line-buffered", "--block-buffered",
@@ -163,7 +163,53 @@ REFUSED = {
     "--debug": "prints internal paths",
     "--trace": "prints internal paths",
     "--generate": "does not search",
+    "--json": "is memfs's to ask for: ask for structured matches instead (memfs grep "
+              "--json, the search op's format json, /v1/search?format=json)",
 }
+
+# With format json (rg --json, asked for by memfs): flags rg cannot combine with it,
+# and --passthru, whose every-line output is no list of matches.
+NOT_WITH_JSON = {
+    "--files": "lists files, not matches",
+    "--files-with-matches": "lists files, not matches",
+    "--files-without-match": "lists files, not matches",
+    "--count": "prints counts, not matches",
+    "--count-matches": "prints counts, not matches",
+    "--type-list": "does not search",
+    "--help": "does not search",
+    "--version": "does not search",
+    "--pcre2-version": "does not search",
+    "--passthru": "prints every line, not matches: use -C NUM for context lines",
+    "--passthrough": "prints every line, not matches: use -C NUM for context lines",
+}
+
+# The flags that choose what is searched, what matches and how much context, and never
+# how a line is printed: with only these, rg's text output is exactly its --json
+# output's matches printed one per line (jail/rg_json.py's `render`).
+# fmt: off
+SELECTING = frozenset((
+    "--regexp", "--glob", "--iglob", "--type", "--type-not", "--type-clear", "--type-add",
+    "--max-count", "--after-context", "--before-context", "--context", "--max-depth",
+    "--maxdepth", "--max-filesize", "--dfa-size-limit", "--regex-size-limit", "--encoding",
+    "--engine", "--sort", "--sortr", "--color", "--threads",
+    "--case-sensitive", "--ignore-case", "--smart-case", "--word-regexp", "--line-regexp",
+    "--invert-match", "--fixed-strings", "--multiline", "--multiline-dotall", "--crlf",
+    "--text", "--mmap", "--no-mmap", "--pcre2", "--no-pcre2", "--auto-hybrid-regex",
+    "--no-unicode", "--no-pcre2-unicode", "--stop-on-nonmatch", "--one-file-system",
+    "--hidden", "--no-hidden", "--no-ignore", "--ignore", "--no-ignore-dot",
+    "--no-ignore-exclude", "--no-ignore-files", "--no-ignore-global", "--no-ignore-parent",
+    "--no-ignore-vcs", "--no-require-git", "--require-git", "--glob-case-insensitive",
+    "--no-glob-case-insensitive", "--ignore-file-case-insensitive", "--unrestricted",
+    "--no-follow", "--no-search-zip", "--no-pre", "--line-number", "--with-filename",
+    "--no-heading", "--no-stats", "--no-trim", "--no-column", "--no-byte-offset",
+    "--sort-files", "--line-buffered", "--block-buffered", "--no-messages",
+    "--no-ignore-messages", "--no-config", "--no-text", "--no-crlf", "--no-null-data",
+    "--no-multiline", "--no-multiline-dotall", "--no-fixed-strings", "--no-invert-match",
+    "--no-word-regexp", "--no-line-regexp", "--no-include-zero", "--no-max-columns-preview",
+    "--no-sort-files", "--no-one-file-system", "--no-auto-hybrid-regex", "--no-unrestricted",
+    "--no-json",
+))
+# fmt: on
 
 SHORT = {
     "e": "--regexp", "f": "--file", "g": "--glob", "t": "--type", "T": "--type-not",
@@ -200,6 +246,7 @@ class RgCommand:
     # refuses): each becomes an exclusion glob placed after the user's globs, so none
     # can undo it (the later of two matching globs wins)
     excluded: tuple[str, ...] = ()
+    json: bool = False  # rg prints JSON messages (rg --json), always with line numbers
 
     @property
     def argv(self) -> list[str]:
@@ -207,6 +254,8 @@ class RgCommand:
         # --no-ignore-parent: the stores' real parents are outside the jail.
         args = ["--no-config", "--color", "never", "--no-ignore-parent", "--no-ignore-global"]
         args += ["--threads", str(self.threads), *self.options]
+        if self.json:  # after the user's flags: -N cannot take the line numbers away
+            args += ["--json", "--line-number"]
         for path in self.excluded:
             args += ["--glob", "!/" + _exactly(path)]
         for pattern in self.patterns:
@@ -222,6 +271,7 @@ def parse(
     default_threads: int | None = None,
     check: Callable[[str], None] | None = None,
     mount: str | None = None,
+    json: bool = False,
 ) -> RgCommand:
     """Validate ``args`` against the allow-list and the readable ``stores``.
 
@@ -234,6 +284,9 @@ def parse(
     ``-j``/``--threads`` may ask for 1 to ``max_threads`` threads; without it rg gets
     ``default_threads`` (``max_threads`` if None).
 
+    ``json``: the command prints rg's JSON messages (``--json``, which the caller may
+    not give itself); a flag in NOT_WITH_JSON is refused.
+
     Accepts rg's syntax: options (``-iw``, ``-C2``, ``-A 3``, ``--glob=X``, ``--glob X``)
     anywhere before ``--``, then a pattern unless ``-e``/``--files`` etc. is given, then
     paths ``STORE``, ``STORE/PATH`` or ``/memory/STORE/PATH`` (or ``MOUNT/STORE/PATH``
@@ -241,12 +294,44 @@ def parse(
     means every store). No path means every store.
     Raises BadArguments with a message naming the flag or path at fault.
     """
+    scanned = scan(args)
+    threads = max_threads if default_threads is None else min(default_threads, max_threads)
+    if scanned.threads is not None:
+        threads = scanned.threads
+        if not 1 <= threads <= max_threads:
+            raise BadArguments(f"-j/--threads must be between 1 and {max_threads}")
+    if json:
+        for flag in flags_of(scanned.options):
+            if flag in NOT_WITH_JSON:
+                raise BadArguments(f"ripgrep flag {_as_typed(flag)} does not go with format "
+                                   f"json: it {NOT_WITH_JSON[flag]}")
+    paths, used, named = _paths(list(scanned.positionals), stores, check, mount)
+    return RgCommand(scanned.options, scanned.patterns, paths, used, threads, named,
+                     json=json)
+
+
+@dataclass(frozen=True)
+class Scanned:
+    """An rg command line read by `scan`: the options (long names, each followed by
+    its value if it takes one), the patterns (the first positional one included when
+    no ``-e`` or ``--files`` etc. is given), the path arguments as typed, and the
+    threads asked for with ``-j`` (None: not asked)."""
+
+    options: tuple[str, ...]
+    patterns: tuple[str, ...]
+    positionals: tuple[str, ...]
+    threads: int | None
+
+
+def scan(args: Sequence[str]) -> Scanned:
+    """Read ``args`` against the allow-list of flags (each value checked), without
+    looking at the paths. Raises BadArguments naming the flag at fault."""
     if sum(len(a.encode("utf-8", "surrogateescape")) + 1 for a in args) > MAX_ARGS_BYTES:
         raise BadArguments(f"rg arguments exceed {MAX_ARGS_BYTES} bytes")
     options: list[str] = []
     patterns: list[str] = []
     positionals: list[str] = []
-    threads = max_threads if default_threads is None else min(default_threads, max_threads)
+    threads: int | None = None
     no_pattern = False
     items = list(args)
     i = 0
@@ -271,16 +356,52 @@ def parse(
                 patterns.append(value)
             elif flag == "--threads":
                 threads = int(value)
-                if not 1 <= threads <= max_threads:
-                    raise BadArguments(f"-j/--threads must be between 1 and {max_threads}")
             else:
                 options += [flag, value]
     if not patterns and not no_pattern:
         if not positionals:
             raise BadArguments("no search pattern given")
         patterns.append(positionals.pop(0))
-    paths, used, named = _paths(positionals, stores, check, mount)
-    return RgCommand(tuple(options), tuple(patterns), paths, used, threads, named)
+    return Scanned(tuple(options), tuple(patterns), tuple(positionals), threads)
+
+
+def flags_of(options: Sequence[str]) -> list[str]:
+    """The flags of ``options`` (as `Scanned` holds them), without their values."""
+    flags: list[str] = []
+    values = iter(options)
+    for flag in values:
+        flags.append(flag)
+        if flag in VALUE_FLAGS:
+            next(values, None)
+    return flags
+
+
+def context_of(options: Sequence[str]) -> tuple[int, int]:
+    """The lines of context (before, after) that ``options`` ask for, as rg counts
+    them: -A and -B win over -C whatever their order, the last of each counts."""
+    given: dict[str, int] = {}
+    values = iter(options)
+    for flag in values:
+        if flag in VALUE_FLAGS:
+            value = next(values, "0")
+            if flag in ("--before-context", "--after-context", "--context"):
+                given[flag] = int(value)
+    both = given.get("--context", 0)
+    return given.get("--before-context", both), given.get("--after-context", both)
+
+
+def prints_matches(options: Sequence[str]) -> bool:
+    """Whether rg's text output with ``options`` is its matches printed one per line,
+    ``STORE/PATH:LINE:text`` (context ``STORE/PATH-LINE-text``, groups apart by
+    ``--``), given ``--line-number --with-filename`` before them: every flag is one of
+    SELECTING (none prints files, counts, columns, only the matching parts...)."""
+    return all(flag in SELECTING for flag in flags_of(options))
+
+
+def _as_typed(flag: str) -> str:
+    """``flag`` with its one-letter form, if it has one: ``-l/--files-with-matches``."""
+    short = [f"-{char}" for char, name in SHORT.items() if name == flag]
+    return "/".join([*short, flag])
 
 
 def _split(arg: str, following: str | None) -> list[tuple[str, str | None, int]]:

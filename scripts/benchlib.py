@@ -199,6 +199,21 @@ class ProcessCpu:
         self.group = None
 
 
+def wait_idle(meter: Meter, *, busy: float = 0.05, window: float = 0.5,
+              timeout: float = 120.0) -> float:
+    """Wait until what ``meter`` watches (a daemon) uses less than ``busy`` of a CPU
+    over ``window`` seconds, e.g. until a daemon just started has finished packing the
+    history it recorded at start, which would otherwise run during the first figures;
+    at most ``timeout`` seconds. Returns the seconds waited."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        before = meter.ns()
+        time.sleep(window)
+        if meter.ns() - before < busy * window * 1e9:
+            break
+    return time.monotonic() - start
+
+
 class ThreadCpu:
     """The CPU time of the calling thread (user and system): what a call made in this
     thread costs, e.g. a baseline's system calls."""

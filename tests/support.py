@@ -195,9 +195,9 @@ def loop_filesystem(mountpoint: Path, image: Path, mib: int) -> Iterator[Path]:
         image.unlink()
 
 
-def public_tmpdir(prefix: str = "memfs-test-") -> Path:
+def public_tmpdir(prefix: str = "memfs-test-", under: str = "/tmp") -> Path:
     """A directory every test uid can traverse (pytest's tmp_path is 0700)."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=under))
     path.chmod(0o755)
     CREATED_DIRS.append(path)
     return path

@@ -410,8 +410,10 @@ class Client:
         deleted: dict[str, Any] = self._versioned("delete", path, force)
         return deleted
 
-    def search(self, args: StrList) -> dict[str, Any]:
-        return self.call("search", args=[*args])
+    def search(self, args: StrList, *, structured: bool = False) -> dict[str, Any]:
+        """ripgrep with ``args``: its text (``output``), or with ``structured`` its
+        matches (``matches``: see jail/rg_json.py)."""
+        return self.call("search", args=[*args], format="json" if structured else "text")
 
     def recall(self, query: str, *, store: str | None = None, limit: int = 10,
                page: int = 1) -> dict[str, Any]:

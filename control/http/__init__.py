@@ -1,10 +1,11 @@
-"""The HTTP listener: our own HTTP/1.1 server on h11 and trio (`control.http.server`,
-with its connection and time limits) serving one Starlette app (`control.http.app`):
-REST under /v1 (`files`: stores, files, search; `op_routes`: the endpoints that mirror
-protocol ops; `openapi`; RFC 9457 problems in `problems`), bearer-token identity
-(`auth`), MCP streamable HTTP at /mcp (`mcp`), Prometheus /metrics (`metrics`) and the
-web view (`control.http.web`). Every endpoint builds the request model the socket
-decodes and hands it to the same dispatcher."""
+"""The HTTP listener: our own HTTP/1.1 server on trio (`control.http.server`, with its
+connection and time limits; its framing `control.http.h1`, request heads parsed by
+llhttp) serving one Starlette app (`control.http.app`): REST under /v1 (`files`:
+stores, files, search; `op_routes`: the endpoints that mirror protocol ops; `openapi`;
+RFC 9457 problems in `problems`), bearer-token identity (`auth`), MCP streamable HTTP
+at /mcp (`mcp`), Prometheus /metrics (`metrics`) and the web view
+(`control.http.web`). Every endpoint builds the request model the socket decodes and
+hands it to the same dispatcher."""
 
 from __future__ import annotations
 

@@ -129,12 +129,14 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
                              agents=dispatcher.engine.agents, public=no_header)]
     if metrics is not None:
         middleware.insert(0, Middleware(_Counting, metrics=metrics))
+    # Starlette tries the routes in order, a regular expression each: the file routes,
+    # the most asked for, first (no path of the others is one of theirs)
     routes: list[BaseRoute] = [
+        *files.routes(api),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/v1/openapi.json", openapi, methods=["GET"]),
         Route("/metrics", metrics_text, methods=["GET"]),
         Route(MCP, mcp),
-        *files.routes(api),
         *op_routes.routes(api),
         # the web view's own address without its slash: a web answer, so hardened too
         Route(WEB, Hardened(RedirectResponse(f"{WEB}/", 308)), methods=["GET", "HEAD"]),

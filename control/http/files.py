@@ -3,7 +3,8 @@ the socket decodes (control/ops/registry.py) and hands it to ``Dispatcher.execut
 worker thread, for the agent of the bearer token (control/http/auth.py); no second
 dispatch. Errors are problem details (control/http/problems.py).
 
-``/v1/search``: jailed ripgrep (``pattern`` or ``arg``); with ``q``, ranked recall
+``/v1/search``: jailed ripgrep (``pattern`` or ``arg``): rg's text, or with
+``format=json`` structured matches (jail/rg_json.py); with ``q``, ranked recall
 (control/http/recall.py).
 
 Files, as ``/v1/stores/{store}/files/{path}``:
@@ -233,8 +234,9 @@ def routes(api: Api) -> list[Route]:
         if wants_recall(request):  # ?q=: ranked recall, not ripgrep
             return await recall(api, request)
         fields = query(request, {"pattern": "pattern", "flag": "flags", "path": "paths",
-                                 "arg": "args"},
+                                 "arg": "args", "format": "format"},
                        repeated=frozenset({"flag", "path", "arg"}))
+        found = {"format": fields.pop("format")} if "format" in fields else {}
         # pattern (with flag and path) xor arg: the OpenAPI document says it (oneOf)
         if "args" in fields:
             if set(fields) != {"args"}:
@@ -247,7 +249,7 @@ def routes(api: Api) -> list[Route]:
         else:
             raise p.ProtocolError("invalid", "give pattern (with optional flag and path "
                                   "parameters) or arg parameters (a whole rg command line)")
-        return JSONResponse(await api.execute(request, "search", {"args": args}))
+        return JSONResponse(await api.execute(request, "search", {"args": args, **found}))
 
     file_path = "/v1/stores/{store}/files/{path:path}"
     return [

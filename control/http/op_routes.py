@@ -11,10 +11,12 @@ path parameters, then the query string (lax: text to int or bool) or the JSON bo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -78,6 +80,32 @@ def _gather(operation: Operation, request: Request, given: dict[str, Any]) -> di
     return operation.adjust(fields) if operation.adjust else fields
 
 
+@functools.cache
+def _param_check(op: str, name: str) -> TypeAdapter[Any] | None:
+    """The rules of the model field a path parameter fills (None: it fills none)."""
+    info = registry.op(op).request.model_fields.get(name)
+    if info is None or info.annotation is None:
+        return None
+    if not info.metadata:
+        return TypeAdapter(info.annotation)
+    return TypeAdapter(Annotated[info.annotation, *info.metadata])  # type: ignore[arg-type]
+
+
+def _named_resources(operation: Operation, request: Request) -> None:
+    """A path parameter that no id, name or store can be names no resource: 404 (the
+    same value in a body or on the socket is a bad request)."""
+    for name in operation.params():
+        check = _param_check(operation.op, name)
+        value = request.path_params.get(name)
+        if check is None or value is None:
+            continue
+        try:
+            check.validate_python(value)
+        except ValidationError as error:
+            reason = error.errors()[0]["msg"].removeprefix("Value error, ")
+            raise Problem("not_found", f"no {name} {value!r} ({reason})") from None
+
+
 def _structured(api: Api, request: Request) -> None:
     """The sessions, tasks, decisions and brief of a store that keeps none are no
     resource: 404 (over the socket the same request is invalid: it names no URL)."""
@@ -98,6 +126,7 @@ def routes(api: Api) -> list[Route]:
 
         @guarded
         async def handle(request: Request) -> Response:
+            _named_resources(operation, request)
             if memory:
                 _structured(api, request)
             if operation.source == "query":

@@ -24,11 +24,12 @@ from control.http.problems import STATUS
 from control.http.recall import openapi_parameters as recall_parameters
 from control.ops import registry
 from control.protocol.base import MAX_ARG_LEN, MAX_ARGS, StoreName
-from jail import rg_args
+from jail import rg_args, rg_json
 from memfs.store.globs import MAX_GLOB_CHARS
 from memfs.store.paths import REL_PATH_CHARS, printable_class, rel_path_pattern
 
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
+MATCH = {"$ref": "#/components/schemas/Match"}
 FILE_PATH = {"$ref": "#/components/schemas/FilePath"}
 _PROBLEM_SCHEMA = {
     "type": "object",
@@ -206,6 +207,7 @@ def _search_parameter() -> dict[str, Any]:
                     "contains": positional,
                     "description": "instead of pattern: a whole rg command line (repeat): "
                                    "flags, the pattern, then STORE[/PATH]s"},
+            "format": _present(_property("search", "format")),
         },
     }
     def none_of(*names: str) -> dict[str, Any]:
@@ -214,10 +216,28 @@ def _search_parameter() -> dict[str, Any]:
     schema["oneOf"] = [
         {"required": ["pattern"], **none_of("arg", *recall)},
         {"required": ["arg"], **none_of("pattern", "flag", "path", *recall)},
-        {"required": ["q"], **none_of("pattern", "arg", "flag", "path")},
+        {"required": ["q"], **none_of("pattern", "arg", "flag", "path", "format")},
     ]
     return {"name": "search", "in": "query", "required": True, "style": "form",
             "explode": True, "schema": schema}
+
+
+def _search_results() -> dict[str, Any]:
+    """What a 200 of /v1/search holds: rg's text (format text), its matches (format
+    json: the Match schema, jail/rg_json.py) or recall's hits (q)."""
+    ripgrep = {"exit_code": {"type": "integer", "enum": [0, 1, 2],
+                             "description": "rg's: 0 matches, 1 none, 2 errors (stderr)"},
+               "truncated": {"type": "boolean", "description": "the output limit was "
+                             "reached: some of the output or matches are left out"},
+               "stderr": {"type": "string"}}
+    text = {"type": "object", "properties": {"output": {"type": "string"}, **ripgrep},
+            "required": ["output", *ripgrep]}
+    matches = {"type": "object",
+               "properties": {"matches": {"type": "array", "items": MATCH}, **ripgrep},
+               "required": ["matches", *ripgrep]}
+    recalled = {"type": "object", "properties": {"hits": {"type": "array"}},
+                "required": ["hits", "next_page"]}
+    return {"anyOf": [text, matches, recalled]}
 
 
 def _file_operations() -> dict[str, dict[str, Any]]:
@@ -283,6 +303,25 @@ def _file_operations() -> dict[str, dict[str, Any]]:
     }
 
 
+def _links(created: Operation) -> dict[str, Any]:
+    """What a record made by ``created`` (a POST answered 201 with the record's ``id``)
+    leads to: every operation under its collection's path, the new record's id in the
+    first parameter after it (so a client, or schemathesis, need not guess which
+    field of the body names it)."""
+    if created.method != "POST" or created.status != 201:
+        return {}
+    prefix = created.path + "/{"
+    links = {}
+    for other in operations():
+        if not other.path.startswith(prefix):
+            continue
+        named = other.path[len(prefix):].split("}", 1)[0].split(":")[0]
+        links[other.op] = {"operationId": other.op, "parameters": {
+            name: "$response.body#/id" if name == named else f"$request.path.{name}"
+            for name in other.params()}}
+    return links
+
+
 @functools.cache
 def document() -> dict[str, Any]:
     """The whole OpenAPI document (built once)."""
@@ -307,16 +346,22 @@ def document() -> dict[str, Any]:
             "x-memfs-op": "search",
             "x-memfs-request": {"$ref": f"#/components/schemas/{_model_name('search')}"},
             "parameters": [_search_parameter()],
-            "responses": {"200": {"description": "ripgrep: output, exit_code, truncated, "
-                                                 "stderr; recall (q): results, next_page",
-                                  "content": JSON_RESULT},
+            "responses": {"200": {"description": "ripgrep: output (format text) or matches "
+                                                 "(format json), exit_code, truncated, "
+                                                 "stderr; recall (q): hits, next_page",
+                                  "content": {"application/json": {
+                                      "schema": _search_results()}}},
                           **_errors()}}},
     }
     for operation in operations():
-        paths.setdefault(_openapi_path(operation.path), {})[operation.method.lower()] = \
-            _operation(operation)
+        spec = _operation(operation)
+        links = _links(operation)
+        if links:
+            spec["responses"][str(operation.status)]["links"] = links
+        paths.setdefault(_openapi_path(operation.path), {})[operation.method.lower()] = spec
+    match = TypeAdapter(rg_json.Match).json_schema(ref_template="#/components/schemas/{model}")
     schemas: dict[str, Any] = {"Problem": _PROBLEM_SCHEMA, "FilePath": _file_path_schema(),
-                               "Glob": _glob_schema()}
+                               "Glob": _glob_schema(), **match.pop("$defs", {}), "Match": match}
     for op in sorted(registry.agent_ops()):
         model = registry.op(op).request
         schema = model.model_json_schema(

@@ -1,5 +1,6 @@
 """The daemon's HTTP/1.1 server: an ASGI 3 application served on the daemon's trio
-loop, over h11 (the sans-I/O HTTP/1.1 parser), plain or TLS (trio.SSLStream).
+loop, plain or TLS (trio.SSLStream); the HTTP/1.1 framing is control/http/h1.py's
+(request heads parsed by llhttp, in C).
 
 What one client can do to the others is bounded (``HttpLimits``, from ``[limits]``):
 
@@ -41,10 +42,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, unquote_to_bytes
 
-import h11
 import trio
 from starlette.types import ASGIApp, Message, Scope
 
+from control.http import h1
 from control.http.problems import problem
 from control.ratelimit import RateLimitedLog
 from control.socket.server import accept, send_and_close
@@ -177,8 +178,8 @@ class _Gone(Exception):
 class _Exchange:
     """One request and its response: the ASGI ``receive`` and ``send``."""
 
-    def __init__(self, server: HttpServer, stream: trio.abc.Stream, parser: h11.Connection,
-                 request: h11.Request) -> None:
+    def __init__(self, server: HttpServer, stream: trio.abc.Stream, parser: h1.Connection,
+                 request: h1.Request) -> None:
         self.server = server
         self.stream = stream
         self.parser = parser
@@ -187,7 +188,7 @@ class _Exchange:
         self.body_done = False  # the whole request body was handed to the application
         self.gone = False  # the client went away: nothing more is sent or read
         self.started = False  # http.response.start was sent by the application
-        self.held: h11.Response | None = None  # a sized response's head, until its body
+        self.held: bytes | None = None  # a sized response's head, until its body
         self.done = False  # the response is complete, or the client has gone
         self.ended = trio.Event()  # set once gone or done
         self._waiting: trio.CancelScope | None = None  # a receive() waiting for the end
@@ -207,19 +208,18 @@ class _Exchange:
     async def _body(self) -> Message:
         parser = self.parser
         self.body_started = True
-        if parser.they_are_waiting_for_100_continue:
-            await self._write(parser.send(h11.InformationalResponse(status_code=100,
-                                                                    headers=[])))
+        if parser.waiting_for_continue:
+            await self._write(parser.informational(100))
         while True:
             try:
                 event = parser.next_event()
-            except h11.RemoteProtocolError:  # cut short, or a broken chunk
+            except h1.ProtocolError:  # cut short, or a broken chunk
                 raise _Gone from None
-            if event is h11.NEED_DATA:
+            if event is h1.NEED_DATA:
                 parser.receive_data(await self._read(self.server.limits.body_seconds))
-            elif isinstance(event, h11.Data):
-                return {"type": "http.request", "body": bytes(event.data), "more_body": True}
-            elif isinstance(event, h11.EndOfMessage):
+            elif isinstance(event, h1.Data):
+                return {"type": "http.request", "body": event.data, "more_body": True}
+            elif event is h1.END:
                 self.body_done = True
                 return {"type": "http.request", "body": b"", "more_body": False}
             else:
@@ -247,7 +247,7 @@ class _Exchange:
         with trio.CancelScope() as self._waiting:
             try:
                 # Bytes of a pipelined next request are kept for it, up to a head's worth.
-                while len(self.parser.trailing_data[0]) <= self.server.limits.max_head_bytes:
+                while self.parser.unparsed <= self.server.limits.max_head_bytes:
                     data = await self.stream.receive_some(READ_CHUNK)
                     if not data:
                         self._end(gone=True)
@@ -276,23 +276,21 @@ class _Exchange:
                 raise RuntimeError("http.response.start sent twice")
             self.started = True
             headers = [*message.get("headers", ()), (b"date", _date())]
-            head = h11.Response(status_code=message["status"], headers=headers)
-            if any(name.lower() == b"content-length" for name, _ in head.headers):
+            head = parser.response(message["status"], headers, head_only=self.head_only)
+            if any(name.lower() == b"content-length" for name, _ in headers):
                 self.held = head  # sent with the body, in one write
             else:
-                await self._write(parser.send(head))
+                await self._write(head)
         elif kind == "http.response.body":
             if not self.started or self.done:
                 raise RuntimeError("http.response.body out of turn")
             out = b""
             if self.held is not None:
-                out, self.held = parser.send(self.held), None
-            body = message.get("body", b"")
-            if body and not self.head_only:
-                out += parser.send(h11.Data(data=body))
+                out, self.held = self.held, None
+            out += parser.data(message.get("body", b""))
             more = message.get("more_body", False)
             if not more:
-                out += parser.send(h11.EndOfMessage())
+                out += parser.end()
             if out:
                 await self._write(out)
             if not more:
@@ -396,7 +394,7 @@ class HttpServer:
                 self.counted(-1)
 
     async def _requests(self, conn: _Connection, stream: trio.abc.Stream) -> None:
-        parser = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head_bytes)
+        parser = h1.Connection(self.limits.max_head_bytes)
         base = {
             "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
             "scheme": "https" if self.tls is not None else "http", "root_path": "",
@@ -410,9 +408,10 @@ class HttpServer:
             self.table.busy(conn)
             if not await self._exchange(parser, stream, request, base, conn.address):
                 return
-            parser.start_next_cycle()
+            if not parser.start_next_cycle():
+                return
 
-    async def _head(self, parser: h11.Connection, stream: trio.abc.Stream) -> h11.Request | None:
+    async def _head(self, parser: h1.Connection, stream: trio.abc.Stream) -> h1.Request | None:
         """The next request's head, or None when the connection is to be closed (the
         client closed it, stayed idle or slow too long, or sent a bad head: answered
         400 or 431 first)."""
@@ -421,28 +420,27 @@ class HttpServer:
         while True:
             try:
                 event = parser.next_event()
-            except h11.RemoteProtocolError as error:
-                status = error.error_status_hint
+            except h1.ProtocolError as error:
+                status = error.status
                 await _send_quietly(stream, self.limits.body_seconds, raw_problem(
-                    status, "too_large" if status == 431 else "invalid",
-                    f"bad request head: {error}"))
+                    status, "too_large" if status == 431 else "invalid", str(error)))
                 return None
-            if isinstance(event, h11.Request):
+            if isinstance(event, h1.Request):
                 return event
-            if event is not h11.NEED_DATA:
+            if event is not h1.NEED_DATA:
                 return None  # the client closed the connection
-            if not started and parser.trailing_data[0]:
+            if not started and parser.unparsed:
                 started = True
                 deadline = trio.current_time() + self.limits.head_seconds
-            # never more than a head's worth unparsed: h11 then refuses it (431)
-            room = self.limits.max_head_bytes + 1 - len(parser.trailing_data[0])
+            # never more than a head's worth unparsed: the parser then refuses it (431)
+            room = self.limits.max_head_bytes + 1 - parser.unparsed
             with trio.move_on_at(deadline):
                 parser.receive_data(bytes(await stream.receive_some(max(room, 1))))
                 continue
             return None
 
-    async def _exchange(self, parser: h11.Connection, stream: trio.abc.Stream,
-                        request: h11.Request, base: dict[str, Any], address: str) -> bool:
+    async def _exchange(self, parser: h1.Connection, stream: trio.abc.Stream,
+                        request: h1.Request, base: dict[str, Any], address: str) -> bool:
         """Run the application for ``request``; True if the connection may serve the
         next request."""
         refusal = _refusal(request)
@@ -458,7 +456,7 @@ class HttpServer:
             "state": {},
         }
         exchange = _Exchange(self, stream, parser, request)
-        expected_continue = parser.they_are_waiting_for_100_continue
+        expected_continue = parser.waiting_for_continue
         try:
             await self.app(scope, exchange.receive, exchange.send)
         except Exception as error:
@@ -473,14 +471,14 @@ class HttpServer:
             return False
         if exchange.gone or not exchange.done:  # (an application that never finished)
             return False
-        if parser.their_state is not h11.DONE:
+        if not parser.their_done:
             if expected_continue and not exchange.body_started:
                 return False  # the client waits for a 100 it will never get
             return await _drain(parser, stream, self.limits.body_seconds)
-        return parser.our_state is h11.DONE
+        return not parser.must_close
 
 
-def _refusal(request: h11.Request) -> str | None:
+def _refusal(request: h1.Request) -> str | None:
     """Why ``request`` is refused before the application sees it, or None."""
     names = {name for name, _ in request.headers}
     if b"transfer-encoding" in names and b"content-length" in names:
@@ -497,20 +495,20 @@ def _refusal(request: h11.Request) -> str | None:
     return None
 
 
-async def _drain(parser: h11.Connection, stream: trio.abc.Stream, seconds: float) -> bool:
+async def _drain(parser: h1.Connection, stream: trio.abc.Stream, seconds: float) -> bool:
     """Read and drop the rest of a request body the application left unread (up to
     DRAIN_LIMIT, each read within ``seconds``); True if the connection can go on."""
     dropped = 0
     while dropped <= DRAIN_LIMIT:
         try:
             event = parser.next_event()
-        except h11.RemoteProtocolError:
+        except h1.ProtocolError:
             return False
-        if isinstance(event, h11.EndOfMessage):
-            return parser.our_state is h11.DONE
-        if isinstance(event, h11.Data):
+        if event is h1.END:
+            return not parser.must_close
+        if isinstance(event, h1.Data):
             dropped += len(event.data)
-        elif event is h11.NEED_DATA:
+        elif event is h1.NEED_DATA:
             with trio.move_on_after(seconds):
                 data = await stream.receive_some(READ_CHUNK)
                 if not data:

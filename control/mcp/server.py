@@ -47,7 +47,7 @@ from control.mcp.storage import (
     Connection,
     StorageTools,
 )
-from control.mcp.types import OptionalFlag, OptionalText, PathArg, result_of
+from control.mcp.types import OptionalFlag, OptionalText, PathArg, SearchOutput, result_of
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -107,7 +107,7 @@ def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
         args: Annotated[list[str] | None, Field(
             description='Instead of pattern/flags/paths: the whole rg command line, e.g. '
                         '["-i", "-w", "timeout", "ops"].', min_length=1, max_length=128)] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, SearchOutput]:  # the SDK's outputSchema: SearchOutput
         return result_of(await run(tools.search, pattern, args, flags, paths))
 
     async def storage_write(
@@ -194,8 +194,9 @@ def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
     ):
         if not local_files and fn in (storage_download, storage_upload):
             continue
+        # storage_search's results carry structured content too (its outputSchema)
         server.add_tool(fn, title=title, description=description, annotations=annotations,
-                        structured_output=False)
+                        structured_output=fn is storage_search)
     add_memory_tools(server, tools, run)
     add_declared_tools(server, tools, run)
     return server

@@ -42,6 +42,9 @@ from control.client.localfiles import (
     read_local,
     save_atomically,
 )
+from jail import rg_args, rg_json
+from jail.errors import BadArguments
+from jail.rg_json import Match
 from memfs.errors import ERRORS
 from memfs.memory.records import escaped, literal
 
@@ -157,6 +160,8 @@ class ToolOutcome:
     text: str
     is_error: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    # the tool's structuredContent (a tool that declares an outputSchema), or None
+    structured: dict[str, Any] | None = None
 
 
 def when(at: float | None) -> str:
@@ -318,10 +323,12 @@ class StorageTools:
                 rg += ["--", *paths]
         # Defaults first: the user's flags come later and win (-N, --sort=none, ...).
         rg = ["--line-number", "--with-filename", "--sort=path", *rg]
+        structured, context = matches_for(rg)
 
         def body() -> ToolOutcome:
-            result = self.conn.run(lambda c: c.search(rg), idempotent=True)
-            return format_search(result)
+            result = self.conn.run(lambda c: c.search(rg, structured=structured),
+                                   idempotent=True)
+            return format_search(result, context=context)
 
         return self._guard(body, verb="search")
 
@@ -480,17 +487,47 @@ def format_read(path: str, offset: int, result: Mapping[str, Any]) -> ToolOutcom
     return ToolOutcome("\n".join(parts), meta=meta)
 
 
-def format_search(result: dict[str, Any]) -> ToolOutcome:
-    output = str(result.get("output", ""))
+def matches_for(rg: list[str]) -> tuple[bool, bool]:
+    """Whether the search ``rg`` is asked for structured matches (its text output is
+    exactly its matches printed back: rg_args.prints_matches; a flag such as -l, -c or
+    -o asks for rg's own text instead), and whether it asks for context lines. A
+    command line the jail refuses is asked for as text: the daemon says what is wrong."""
+    try:
+        options = rg_args.scan(rg).options
+    except BadArguments:
+        return False, False
+    return rg_args.prints_matches(options), any(rg_args.context_of(options))
+
+
+def format_search(result: dict[str, Any], *, context: bool = False) -> ToolOutcome:
+    """A search's result for the model: rg's text (or the matches printed as rg prints
+    them, ``context``: with ``--`` between groups of lines), cut to MAX_OUTPUT_CHARS;
+    its structured content holds what the text shows (``output``, or ``matches``)."""
     stderr = escaped(str(result.get("stderr", "")).strip(), keep="\n")  # its lines name files
     code = int(result.get("exit_code", 2))
     meta = {"exit_code": code, "truncated": bool(result.get("truncated"))}
+    found: list[Match] | None = result.get("matches")
+    if found is None:
+        output = str(result.get("output", ""))
+        text, cut = cut_text(output, MAX_OUTPUT_CHARS)
+        shown: dict[str, Any] = {"output": text}
+    else:
+        printed: list[str] = []  # whole matches only, within MAX_OUTPUT_CHARS
+        length = 0
+        for lines in rg_json.render(found, context=context):
+            length += len(lines)
+            if length > MAX_OUTPUT_CHARS:
+                break
+            printed.append(lines)
+        output = "".join(printed)
+        text, cut = output, len(printed) < len(found)
+        shown = {"matches": found[:len(printed)]}
+    structured = {**shown, **meta, "truncated": meta["truncated"] or cut}
     if code == 1 and not output:
         text = "No matches."
         if stderr:
             text += f"\nrg: {stderr}"
-        return ToolOutcome(text, meta=meta)
-    text, cut = cut_text(output, MAX_OUTPUT_CHARS)
+        return ToolOutcome(text, meta=meta, structured=structured)
     text = text.rstrip("\n")
     if cut or result.get("truncated"):
         text += ("\n[Output truncated: narrow the search (paths, -g GLOB, -w, -m N) or use -l "
@@ -502,7 +539,7 @@ def format_search(result: dict[str, Any]) -> ToolOutcome:
         text += f"\n[rg reported problems (exit {code}): {stderr or 'no details'}]"
     elif stderr:
         text += f"\n[rg: {stderr}]"
-    return ToolOutcome(text, meta=meta)
+    return ToolOutcome(text, meta=meta, structured=structured)
 
 
 def error_outcome(error: MemfsClientError, path: str | None, verb: str) -> ToolOutcome:

@@ -100,6 +100,9 @@ class SearchRequest(BaseRequest):
     op: Literal["search"]
     # ripgrep arguments as typed: flags, pattern, optional STORE[/PATH]s
     args: list[Arg] = Field(min_length=1, max_length=MAX_ARGS)
+    format: Literal["text", "json"] = Field(default="text", description=(
+        "text: rg's own output (`output`); json: structured matches (`matches`: path, "
+        "line, text, submatches, before, after), from rg's JSON output"))
 
 
 class WhoamiRequest(BaseRequest):
@@ -173,7 +176,8 @@ def delete(call: Call, request: DeleteRequest) -> dict[str, Any]:
     return {"path": str(path), "deleted": True, "commit": committed.commit}
 
 
-@operation(SearchRequest, summary="ripgrep over the agent's stores, jailed (not a read)")
+@operation(SearchRequest, summary="ripgrep over the agent's stores, jailed (not a read): "
+           "its text, or structured matches")
 def search(call: Call, request: SearchRequest) -> dict[str, Any]:
     jail, engine = call.jail(), call.engine
     stores = {name: engine.store_dir(name) for name in engine.readable_stores(call.agent)}
@@ -185,13 +189,13 @@ def search(call: Call, request: SearchRequest) -> dict[str, Any]:
         engine.require(call.agent, call.store_or_path(path))
 
     outcome = jail.search(stores, request.args, check=exists, hidden=engine.planted,
-                          mount=str(engine.config.mount), caller=call.agent)
-    return {
-        "output": outcome.output.decode("utf-8", "replace"),
-        "exit_code": outcome.exit_code,
-        "truncated": outcome.truncated,
-        "stderr": outcome.stderr,
-    }
+                          mount=str(engine.config.mount), caller=call.agent,
+                          structured=request.format == "json")
+    found: dict[str, Any] = (
+        {"output": outcome.output.decode("utf-8", "replace")} if outcome.matches is None
+        else {"matches": outcome.matches})
+    return {**found, "exit_code": outcome.exit_code, "truncated": outcome.truncated,
+            "stderr": outcome.stderr}
 
 
 def committed_fields(committed: Committed) -> dict[str, Any]:

@@ -159,13 +159,29 @@ def cmd_upload(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_grep(client: Client, args: argparse.Namespace) -> int:
+    if args.json or _grep_wants(args.rg_args, "--json"):
+        return _grep_json(client, args)
     result = client.search(args.rg_args)
-    if args.json:
-        _out(args, result, None)
-    else:
-        sys.stdout.write(result["output"])
-        if result.get("stderr"):
-            sys.stderr.write(result["stderr"])
+    sys.stdout.write(result["output"])
+    if result.get("stderr"):
+        sys.stderr.write(result["stderr"])
+    return int(result["exit_code"]) if result["exit_code"] in (0, 1) else EXIT_ERROR
+
+
+def _grep_json(client: Client, args: argparse.Namespace) -> int:
+    """``memfs grep --json`` (or ``memfs --json grep``): the structured matches, as
+    JSON Lines (one match a line, as rg --json: ``jq`` takes each, ``head`` and ``wc -l``
+    count them); rg's messages, and a note when matches were left out, on stderr; the
+    exit codes of the text output."""
+    ours = _grep_flags(args.rg_args, "--json")  # rg's --json is memfs's to give
+    rg_args = [word for at, word in enumerate(args.rg_args) if at not in ours]
+    result = client.search(rg_args, structured=True)
+    sys.stdout.writelines(jsonlite.dumps(match) + "\n" for match in result["matches"])
+    if result.get("stderr"):
+        sys.stderr.write(result["stderr"])
+    if result.get("truncated"):
+        print("memfs: matches left out: the search's output limit was reached (narrow the "
+              "search: paths, -g GLOB, -m NUM)", file=sys.stderr)
     return int(result["exit_code"]) if result["exit_code"] in (0, 1) else EXIT_ERROR
 
 
@@ -266,13 +282,19 @@ def _grep_help() -> str:
     shorts = [f"-{char}" for char, flag in sorted(rg_args.SHORT.items())
               if flag in allowed and flag != "--help"]
     longs = sorted(flag for flag in allowed if flag != "--help")
-    refused = [f"  {flag}: it {why}" for flag, why in sorted(rg_args.REFUSED.items())]
+    refused = [f"  {flag}: it {why}" for flag, why in sorted(rg_args.REFUSED.items())
+               if flag != "--json"]  # memfs grep's own, below
     return "\n".join([
         "Real ripgrep over your stores, jailed (Landlock, seccomp): a search, not a read,",
         "so it records nothing as seen. PATH is STORE or STORE/PATH (or /memory/STORE/...);",
         "without one, every store you may read. Output paths read STORE/PATH. A store or",
         "path that does not exist is not found (exit 5) before rg runs. Exit codes: 0",
         "matches, 1 none, 2 a refused flag or a bad pattern, 5 not found.",
+        "",
+        "--json: the matches as JSON Lines, one a line: {path, line, text, submatches:",
+        "[{start, end, match}] (offsets in characters of text), before, after: [{line,",
+        "text}]} (not with -l, -c, --files, --passthru...). Try: memfs grep --json PATTERN",
+        "| jq -r .path",
         "",
         "ripgrep flags it takes (any other is refused):",
         wrapped(shorts), wrapped(longs),
@@ -413,14 +435,21 @@ def _split_grep(argv: list[str]) -> tuple[list[str], list[str] | None]:
 def _grep_wants(args: list[str], *flags: str) -> bool:
     """Whether ripgrep's arguments ``args`` hold one of ``flags`` as a flag: before
     ``--``, and not as the pattern of -e/--regexp."""
+    return bool(_grep_flags(args, *flags))
+
+
+def _grep_flags(args: list[str], *flags: str) -> set[int]:
+    """Where ripgrep's arguments ``args`` hold one of ``flags`` as a flag (see
+    `_grep_wants`)."""
+    found = set()
     previous = ""
-    for word in args:
+    for at, word in enumerate(args):
         if word == "--":
-            return False
+            break
         if word in flags and previous not in ("-e", "--regexp"):
-            return True
+            found.add(at)
         previous = word
-    return False
+    return found
 
 
 class _Args:
@@ -442,6 +471,8 @@ _SIMPLE: dict[str, tuple[tuple[str, ...], tuple[str, ...], dict[str, int | None]
     "rm": (("path",), ("force",), {}, {}),
     "brief": (("?store_arg",), (), {"max_bytes": 4096}, {"store": None}),
     "log": (("?target",), ("patch",), {"n": 20}, {"since": None, "author": None}),
+    # grep's own words are split off first (_split_grep): here only "grep" is left
+    "grep": ((), (), {}, {"rg_args": [], "rg_help": False}),
 }
 # command -> (its short options and the option each stands for, the options that
 # have no long spelling: "--n" is refused, as argparse refuses it)
@@ -566,7 +597,8 @@ def _acting_as(args: Any) -> str | None:
     return args.as_agent or named
 
 
-_COMMANDS = {"cat": cmd_cat, "ls": cmd_ls, "stat": cmd_stat, "write": cmd_write, "rm": cmd_rm}
+_COMMANDS = {"cat": cmd_cat, "ls": cmd_ls, "stat": cmd_stat, "write": cmd_write, "rm": cmd_rm,
+             "grep": cmd_grep}
 
 
 def _command(name: str) -> Callable[..., int]:

@@ -51,8 +51,16 @@ def token_list(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def token_id(given: str) -> str:
+    """The id of a token given by its id or as the token itself (``memfs_<id>_<secret>``:
+    only the id is sent)."""
+    if given.startswith("memfs_") and given.count("_") >= 2:
+        return given.split("_", 2)[1]
+    return given
+
+
 def token_revoke(client: Client, args: argparse.Namespace) -> int:
-    done = client.call("token_revoke", token=args.token)
+    done = client.call("token_revoke", token=token_id(args.token))
     print(jsonlite.dumps(done) if args.json else f"revoked {done['id']} "
           f"(agent {done['agent']})")
     return 0
@@ -104,8 +112,10 @@ def register(add: Add, common: argparse.ArgumentParser) -> None:
     create.add_argument("--expires", type=_days, metavar="DAYS",
                         help="expire after DAYS days (default: never)")
     action("list", token_list, "tokens: id, agent, state, created, last used, expiry, label")
-    revoke = action("revoke", token_revoke, "revoke a token by its id (from `token list`)")
-    revoke.add_argument("token", metavar="ID", help="the token's id (12 hex digits)")
+    revoke = action("revoke", token_revoke, "revoke a token by its id (from `token list`) "
+                    "or the token itself")
+    revoke.add_argument("token", metavar="ID|TOKEN", help="the token's id (12 hex digits), or "
+                        "the token (only its id is sent)")
 
 
 def register_agents(add: Add, common: argparse.ArgumentParser) -> None:

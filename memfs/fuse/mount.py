@@ -331,7 +331,7 @@ def mount(engine: Engine, mountpoint: Path, *, allow_other: bool) -> FusermountM
     fusermount3."""
     mountpoint = Path(mountpoint)
     prepare_mountpoint(mountpoint)
-    view = MemoryView(engine)
+    view = MemoryView(engine, one_uid=not allow_other)
     options = set(MOUNT_OPTIONS) | ({"allow_other"} if allow_other else set())
     fds_before, children_before = _open_fds(), _children()
     try:

@@ -154,12 +154,14 @@ def _showable(name: str) -> bool:
 class NodeTable:
     """Nodes by inode number and, through their directories, by name; and their
     attributes. ``store_fd`` gives a store's directory fd (the engine's); ``personal``:
-    the root holds agents' directories (memfs/fuse/view.py)."""
+    the root holds agents' directories (memfs/fuse/view.py); ``cached_agents``: the
+    kernel may keep those directories' entries (a mount that one uid alone may use)."""
 
     def __init__(self, store_fd: Callable[[str], int], *, personal: bool = False,
-                 memo: int = ATTRS_MEMO) -> None:
+                 cached_agents: bool = False, memo: int = ATTRS_MEMO) -> None:
         self._store_fd = store_fd
         self._personal = personal
+        self._agent_timeout = ENTRY_TIMEOUT if cached_agents else 0.0
         self._started_ns = time.time_ns()  # the root's times
         self.root = Node(ROOT, "", (), True, ROOT, files={}, dirs={})
         self._nodes: dict[int, Node] = {ROOT: self.root}
@@ -295,14 +297,15 @@ class NodeTable:
         return attrs
 
     def agent_attrs(self, node: Node) -> pyfuse3.EntryAttributes:
-        """An agent's directory (personal mode): the root's times, timeouts 0 (it is
+        """An agent's directory (personal mode): the root's times; timeouts 0 (it is
         the child of the root that every path walk revalidates, as a store directory
-        is in system mode); one reply object per agent, reused."""
+        is in system mode), or ENTRY_TIMEOUT on a mount that only the owner's uid may
+        use (``cached_agents``); one reply object per agent, reused."""
         attrs = node.store_entry
         if attrs is None:
             attrs = node.store_entry = self.root_attrs()
             attrs.st_ino = node.ino
-            attrs.attr_timeout = attrs.entry_timeout = 0
+            attrs.attr_timeout = attrs.entry_timeout = self._agent_timeout
         node.handed = self._hand_epoch
         return attrs
 

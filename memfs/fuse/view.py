@@ -23,7 +23,10 @@ by the kernel (no FOPEN_CACHE_DIR) and is computed per opendir from the opener's
 uid. That LOOKUP is the most frequent request of all (every open by path; rg also
 canonicalises each matching file's path, one more walk per component), so it is one
 probe of a table built from the config (in personal mode, of the registered names
-held in memory).
+held in memory); still, it is a round trip per open that a daemon without per-uid
+views does not make (bench_mount.py measures it). A personal memory mounted without
+``allow_other`` is exempt: the kernel lets no uid but the owner's into that mount,
+root included, so its agents' directories are cached like anything deeper.
 
 Cost of an open. Pinning is one openat2 and one fstat; the version record and the
 agent's seen record are answered from memory while provably unchanged (see
@@ -88,7 +91,9 @@ class MemoryView(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, one_uid: bool = False) -> None:
+        """``one_uid``: the mount lets one uid alone in (no ``allow_other``: the
+        daemon's, which in personal mode is the owner's)."""
         super().__init__()
         self.engine = engine
         self.config = engine.config
@@ -96,7 +101,8 @@ class MemoryView(pyfuse3.Operations):
         # personal mode: the one uid served; agents are the root's directories
         self._owner = None if self.config.personal is None else self.config.personal.owner
         self._personal = self._owner is not None
-        self.nodes = NodeTable(engine.store_fd, personal=self._personal)
+        self.nodes = NodeTable(engine.store_fd, personal=self._personal,
+                               cached_agents=self._personal and one_uid)
         self.cache = KernelCache(self.nodes)
         self._handles: dict[int, Handle] = {}
         self._dirs: dict[int, DirHandle] = {}

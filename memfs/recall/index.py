@@ -21,6 +21,7 @@ refuses to use an index one of whose files shrank (IndexFailed: rebuild it).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 from dataclasses import dataclass
@@ -41,7 +42,16 @@ BOOSTS = {"path": 1.0, "title": 4.0, "body": 1.0}
 
 class IndexFailed(Exception):
     """The index cannot be opened or used (missing parts, garbage, a format of another
-    version): rebuild it."""
+    version): rebuild it; unless `disk_full`."""
+
+    @property
+    def disk_full(self) -> bool:
+        """The file system is full (or over quota): the index is not broken, there is
+        no room to write it, and removing it would only free room the files need."""
+        return _DISK_FULL.search(str(self)) is not None
+
+
+_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|os error (?:28|122)\b")
 
 
 def failed(error: BaseException) -> bool:

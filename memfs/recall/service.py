@@ -55,6 +55,7 @@ INDEXED_BYTES = 4 << 20  # of each file, this much is indexed
 PEEK_BYTES = 1 << 20  # of each file found, this much is searched for its best lines
 CHUNK = 512  # files a catch-up handles between two looks at the queued changes
 FRESH_WAIT = 30.0  # seconds a query waits for the changes before it (else busy)
+FULL_RETRY_SECONDS = 5.0  # a full disk: how often the index tries again
 MAX_WINDOW = 2000  # matches taken from the index for one page
 
 
@@ -115,6 +116,7 @@ class Recall:
         self._indexed = 0  # every change numbered up to this is indexed
         self._catch_ups: dict[str, _CatchUp] = {}  # waiting or under way, by store
         self._suspect: Exception | None = None  # the index failed in a query: remake it
+        self._full_logged = -float("inf")  # when a full disk was last logged
         self._closed = False
         self._thread: threading.Thread | None = None
         self.observe: Callable[[str, float], None] | None = None  # (what, seconds)
@@ -158,6 +160,8 @@ class Recall:
         try:
             index = RecallIndex(self.directory)
         except IndexFailed as error:
+            if error.disk_full:
+                raise
             log.warning("recall: the index is unusable (%s): rebuilding it from the files",
                         error)
             shutil.rmtree(self.directory, ignore_errors=True)
@@ -255,10 +259,11 @@ class Recall:
     def _apply(self, batch: dict[MemPath, int]) -> None:
         """Index the files of ``batch`` as they are now; commit if anything changed."""
         started = time.perf_counter()
-        index = self._index
-        if index is None:
-            return  # being made anew: the catch-ups read every file
         try:
+            # None: a full disk closed it (a change landing says there may be room
+            # again: index it now, so that a recall after it finds it) or it could
+            # not be made at start; the catch-ups queued then read every file.
+            index = self._index or self._open()
             touched = False
             for path in batch:
                 if nameable(path.rel) and self._index_file(index, path):
@@ -306,12 +311,29 @@ class Recall:
     def _broken(self, error: Exception) -> None:
         """The index failed in use: make it anew and catch every store up with it (on
         the indexer thread). The catch-ups under way or waiting are done again (a
-        reindex waiting for one waits for its new walk)."""
-        log.warning("recall: the index failed (%s): rebuilding it from the files", error)
+        reindex waiting for one waits for its new walk). A full disk is no broken
+        index: it is kept (removing it would free room the files need, and a change
+        refused for lack of room would then land), and the stores are caught up with
+        it once there is room again, tried every FULL_RETRY_SECONDS."""
+        full = isinstance(error, IndexFailed) and error.disk_full
+        if full:
+            if time.monotonic() >= self._full_logged + FULL_RETRY_SECONDS * 6:
+                self._full_logged = time.monotonic()
+                log.warning("recall: the disk is full: the index waits, and catches up "
+                            "once there is room (%s)", error)
+        else:
+            log.warning("recall: the index failed (%s): rebuilding it from the files", error)
         old, self._index = self._index, None
         if old is not None:
             with contextlib.suppress(Exception):
                 old.close()
+        if full:
+            with self._cond:
+                for store in sorted(self.engine.config.stores):
+                    job = self._catch_ups.setdefault(store, _CatchUp(store))
+                    job.started = job.again = False
+                self._cond.wait(FULL_RETRY_SECONDS)  # the indexer has nothing else to do
+            return  # the next catch-up opens it again
         shutil.rmtree(self.directory, ignore_errors=True)
         with self._cond:
             for store in sorted(self.engine.config.stores):

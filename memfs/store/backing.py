@@ -21,6 +21,7 @@ import errno
 import functools
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
@@ -41,6 +42,23 @@ def is_kept(st: os.stat_result) -> bool:
     The uid is asked each time: a daemon started as root drops to its service user
     once, after this module is imported (memfs/daemon/privilege.py)."""
     return stat.S_ISREG(st.st_mode) and st.st_nlink <= 1 and st.st_uid == os.geteuid()
+
+
+LINK_SETTLE_TRIES = 5  # fstats, 10 ms apart, before a second link is believed
+
+
+def settled_stat(fd: int, st: os.stat_result) -> os.stat_result:
+    """``st`` (the fstat of ``fd``), or a fresh one if it showed a file of the daemon's
+    with a second link that went away within ~50 ms: on GlusterFS a rename made on
+    another host shows the file with two links for a moment. A planted hard link
+    stays, and is then refused as before (50 ms later)."""
+    for _ in range(LINK_SETTLE_TRIES):
+        if not (stat.S_ISREG(st.st_mode) and st.st_nlink > 1
+                and st.st_uid == os.geteuid()):
+            break
+        time.sleep(0.01)
+        st = os.fstat(fd)
+    return st
 
 
 def not_kept_reason(st: os.stat_result) -> str:
@@ -311,6 +329,8 @@ def open_kept(store_fd: int, parts: tuple[str, ...], rel: bytes | None = None,
     try:
         st = os.fstat(fd)
         if not is_kept(st):
+            st = settled_stat(fd, st)
+        if not is_kept(st):
             raise InvalidInput(f"{'/'.join(parts)!r} {not_kept_reason(st)}")
     except BaseException:
         os.close(fd)
@@ -433,8 +453,13 @@ def _kept(fd: int, name: str) -> int:
 def _kept_stat(fd: int, name: str) -> os.stat_result:
     """The fstat of ``fd`` if it is a file memfs keeps (`is_kept`); else ``fd`` is
     closed, and InvalidInput."""
-    st = os.fstat(fd)
-    if not is_kept(st):
+    try:
+        st = os.fstat(fd)
+        if not is_kept(st):
+            st = settled_stat(fd, st)
+        if not is_kept(st):
+            raise InvalidInput(f"{name!r} {not_kept_reason(st)}")
+    except BaseException:
         os.close(fd)
-        raise InvalidInput(f"{name!r} {not_kept_reason(st)}")
+        raise
     return st

@@ -108,6 +108,19 @@ def test_client_commands_do_not_import_the_server_stack() -> None:
     assert result.returncode == 0, result.stdout
 
 
+def test_grep_starts_without_argparse(daemon: Daemon) -> None:
+    """`memfs grep` parses its few words without argparse (and `re`, `gettext`...),
+    as cat does: a search's whole process is mostly start-up and rg."""
+    memfs_as(UID_A, daemon.socket, "write", "notes/cli/g.md", input=b"needle\n")
+    code = ("import sys; from memfs.cli import main; "
+            f"code = main(['--socket', {str(daemon.socket)!r}, 'grep', '-c', 'needle', "
+            "'notes/cli']); print(sorted({'argparse', 're'} & set(sys.modules))); "
+            "sys.exit(code)")
+    result = run_as(UID_A, [MEMFS[0], "-c", code])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().splitlines() == ["notes/cli/g.md:1", "[]"]
+
+
 def test_help_lists_exit_codes() -> None:
     result = subprocess.run([*MEMFS, "--help"], capture_output=True, text=True, check=True)
     assert "3 conflict" in result.stdout

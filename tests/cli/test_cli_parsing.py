@@ -29,6 +29,8 @@ AGREE = [
     ["log", "-n", "50", "notes/a.md"],
     ["log", "notes", "-p", "--patch"],
     ["--json", "log", "-n", "5", "--patch"],
+    ["grep"],  # (ripgrep's words are split off before: _split_grep)
+    ["--as", "bob", "--json", "grep"],
 ]
 
 STEP_ASIDE = [

@@ -1,6 +1,6 @@
 """Packaging: a wheel builds from a fresh copy of the checkout (what git tracks, no
 .venv, no build leftovers), carries every package and both scripts, declares the
-runtime dependencies (ripgrep, starlette, h11, prometheus-client, jinja2,
+runtime dependencies (ripgrep, starlette, httptools, prometheus-client, jinja2,
 markdown-it-py, tantivy) outside the test extras, carries the web view's templates and static
 files, and the installed `memfs` runs from it, finding its own build-sed-jail."""
 
@@ -17,7 +17,7 @@ import pytest
 
 from tests.support import REPO
 
-RUNTIME = ("pyfuse3", "trio", "pydantic", "mcp", "pygit2", "ripgrep", "starlette", "h11",
+RUNTIME = ("pyfuse3", "trio", "pydantic", "mcp", "pygit2", "ripgrep", "starlette", "httptools",
            "prometheus-client", "jinja2", "markdown-it-py", "tantivy")
 
 

@@ -52,7 +52,7 @@ class User:
     def env(self) -> dict[str, str]:
         """What a login of this user has (and nothing that names memfs's places)."""
         return {"HOME": str(self.home), "XDG_RUNTIME_DIR": str(self.home / "run"),
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8",
+                "PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8",  # no sbin
                 "PYTHONPATH": str(REPO), "USER": self.name}
 
     def run(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
@@ -66,10 +66,11 @@ class User:
 
 
 @contextlib.contextmanager
-def real_user() -> Iterator[User]:
-    """A new local user with a home of its own; removed (home too) afterwards."""
+def real_user(under: str = "/tmp") -> Iterator[User]:
+    """A new local user with a home of its own (in a new folder in ``under``); removed
+    (home too) afterwards."""
     name = f"memfs-e2e-{os.getpid() % 100000}-{next(_users)}"
-    home = public_tmpdir("memfs-e2e-") / "home"
+    home = public_tmpdir("memfs-e2e-", under) / "home"
     subprocess.run(["useradd", "--create-home", "--home-dir", str(home), "--shell",
                     "/bin/sh", "--user-group", name], check=True, capture_output=True)
     try:

@@ -23,7 +23,7 @@ import pytest
 
 from memfs.fuse.nodes import ENTRY_TIMEOUT
 from tests.fuse.conftest import UID_D, Mounted, probe
-from tests.support import PYTHON, UID_A, UID_B, UID_C, connect_as, plant, run_as
+from tests.support import PYTHON, UID_A, UID_B, UID_C, connect_as, plant, run_as, scaled
 
 
 def _fails(m: Mounted, uid: int, rel: str) -> None:
@@ -121,7 +121,8 @@ def test_socket_stays_responsive_while_the_mount_is_hammered(mounted: Mounted) -
             slowest = max(slowest, time.monotonic() - start)
             assert run_as(UID_C, ["cat", m.path("notes/hammer-target.md")]).stdout == data
         assert hammer.poll() is None, "the load ended before the socket calls did"
-        assert slowest < 2.0, f"a socket call took {slowest:.2f} s under mount load"
+        # a starved socket stalls for the whole load; a slow machine only slows it
+        assert slowest < scaled(2.0), f"a socket call took {slowest:.2f} s under mount load"
     finally:
         hammer.kill()
         hammer.wait()

@@ -25,6 +25,7 @@ from tests.support import (
     plant,
     public_tmpdir,
     run_as,
+    scaled,
 )
 
 
@@ -141,7 +142,9 @@ def test_hashing_a_big_planted_file_does_not_stall_the_socket(fresh_mount: Mount
     finally:
         done.set()
         pinger.join()
-    assert latencies and max(latencies) < 0.25, max(latencies)
+    # a pin on the event loop stalls the socket for a whole hash; a slow machine only
+    # slows each call
+    assert latencies and max(latencies) < scaled(0.25), max(latencies)
 
 
 def test_client_is_unaffected_by_the_mount(fresh_mount: Mounted) -> None:

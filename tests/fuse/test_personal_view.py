@@ -108,3 +108,34 @@ def test_no_other_uid_sees_anything(daemon: Daemon) -> None:
     assert root == view == file == {"errno": "EACCES"}
     listed = run_as(0, ["ls", str(mount(daemon))])
     assert listed.returncode != 0 and listed.stdout == b"", listed
+
+
+def fuse_lookups(url: str, token: str) -> float:
+    """memfs_fuse_requests_total{handler="lookup"} (the daemon's own count)."""
+    import httpx
+
+    text = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"}).text
+    for line in text.splitlines():
+        if line.startswith('memfs_fuse_requests_total{handler="lookup"}'):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(text)
+
+
+def test_the_owners_walks_through_an_agents_view_are_cached() -> None:
+    """Mounted for the owner alone (no allow_other), an agent's directory is cached by
+    the kernel like anything deeper: reading one file again and again sends no LOOKUP
+    of it (in system mode a store's directory is looked up on every walk, per uid)."""
+    base = public_tmpdir("memfs-personal-cached-")
+    config = personal_config(base, http={"listen": "127.0.0.1:0"})
+    with Daemon(config, mount=True) as running:
+        with agent(running, "walker") as client:
+            client.write("notes/walked.md", b"walk\n")
+        made = memfs_as(UID_A, running.socket, "token", "create", "walker")
+        assert made.returncode == 0, made.stderr
+        token = made.stdout.decode().strip()
+        path = str(Path(config["mount"]) / "walker" / "notes" / "walked.md")
+        assert run_as(UID_A, ["cat", path]).stdout == b"walk\n"  # the walk, once
+        before = fuse_lookups(running.http_url, token)
+        for _ in range(20):
+            assert run_as(UID_A, ["cat", path]).stdout == b"walk\n"
+        assert fuse_lookups(running.http_url, token) - before < 5

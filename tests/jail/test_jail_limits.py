@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -48,6 +49,27 @@ def test_output_under_the_limit_is_whole(jail: Jail, big_store: dict[str, Path])
     result = jail.search(big_store, ["-c", "match"])
     assert not result.truncated
     assert len(result.output.splitlines()) == 20
+
+
+def test_structured_matches_are_cut_at_the_limit_of_what_is_returned(
+        capped_jail: Jail, big_store: dict[str, Path]) -> None:
+    """rg's own JSON is bigger than the matches: the limit counts the matches as
+    returned (compact UTF-8 JSON, one more byte each), and they fill it."""
+    limit = capped_jail.settings.output_limit_bytes
+    result = capped_jail.search(big_store, ["match"], structured=True)
+    assert result.truncated and result.exit_code == 0 and result.matches
+    sizes = [len(json.dumps(m, ensure_ascii=False, separators=(",", ":")).encode()) + 1
+             for m in result.matches]
+    assert limit - max(sizes) < sum(sizes) <= limit
+    assert all(m["path"].startswith("big/f") and m["text"] == "match this line please"
+               for m in result.matches)
+
+
+def test_structured_matches_under_the_limit_are_whole(
+        jail: Jail, big_store: dict[str, Path]) -> None:
+    result = jail.search(big_store, ["-m", "2", "match"], structured=True)
+    assert not result.truncated and result.matches is not None
+    assert len(result.matches) == 40 and {m["line"] for m in result.matches} == {1, 2}
 
 
 def test_slow_search_hits_the_timeout(quick_jail: Jail, big_store: dict[str, Path]) -> None:

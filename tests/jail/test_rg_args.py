@@ -9,7 +9,17 @@ from pathlib import Path
 import pytest
 
 from jail import BadArguments, Jail
-from jail.rg_args import parse
+from jail.rg_args import (
+    NOT_WITH_JSON,
+    SELECTING,
+    SWITCHES,
+    VALUE_FLAGS,
+    context_of,
+    parse,
+    prints_matches,
+    scan,
+)
+from jail.rg_json import render
 
 STORES = ("A", "B")
 
@@ -30,7 +40,7 @@ ALLOWED: list[tuple[list[str], tuple[str, ...], tuple[str, ...], tuple[str, ...]
     (["-t", "md", "-T", "py", "foo"], ("foo",), ("A", "B"), ("--type", "--type-not")),
     (["-uuu", "foo"], ("foo",), ("A", "B"), ("--unrestricted",)),
     (["-sSvxFUlcnNoHq", "foo"], ("foo",), ("A", "B"), ("--quiet",)),
-    (["--json", "--vimgrep", "--stats", "foo"], ("foo",), ("A", "B"), ("--json",)),
+    (["--vimgrep", "--stats", "--no-json", "foo"], ("foo",), ("A", "B"), ("--vimgrep",)),
     (["--files"], (), ("A", "B"), ("--files",)),
     (["--files", "A"], (), ("A",), ("--files",)),
     (["--type-list"], (), ("A", "B"), ("--type-list",)),
@@ -109,6 +119,8 @@ REFUSED: list[tuple[list[str], str]] = [
     (["-e"], "needs a value"),
     (["--glob"], "needs a value"),
     (["fo\0o"], "NUL"),
+    (["--json", "foo"], "--json is not allowed"),  # memfs's own: format json
+    (["-i", "--json", "-e", "foo"], "format json"),
 ]
 
 
@@ -117,6 +129,59 @@ def test_refused(args: list[str], message: str) -> None:
     with pytest.raises(BadArguments) as caught:
         parse(args, STORES)
     assert message in str(caught.value)
+
+
+def test_format_json_asks_rg_for_json_after_the_users_flags() -> None:
+    """rg --json is memfs's to add: after the user's flags, with line numbers that -N
+    cannot take away; the text command has neither."""
+    argv = parse(["-N", "-C2", "foo", "A"], STORES, json=True).argv
+    assert argv.index("--json") > argv.index("--no-line-number")
+    assert argv.index("--line-number") > argv.index("--no-line-number")
+    assert argv.index("--json") < argv.index("--")
+    assert "--json" not in parse(["-N", "foo"], STORES).argv
+
+
+@pytest.mark.parametrize("args", [
+    ["-l", "foo"], ["--files-with-matches", "foo"], ["-c", "foo"], ["--count-matches", "foo"],
+    ["--files-without-match", "foo"], ["--files"], ["--type-list"], ["--passthru", "foo"],
+    ["-ic", "foo"], ["--version"],
+])
+def test_flags_that_print_no_matches_are_refused_with_format_json(args: list[str]) -> None:
+    parse(args, STORES)  # as text, fine
+    with pytest.raises(BadArguments, match="does not go with format json"):
+        parse(args, STORES, json=True)
+
+
+def test_flags_that_go_with_format_json() -> None:
+    for args in (["-i", "-w", "-C2", "-o", "-r", "X", "--heading", "-N", "foo"],
+                 ["-v", "-U", "-m", "1", "-g", "*.md", "--sort=path", "-q", "foo", "A"]):
+        assert "--json" in parse(args, STORES, json=True).argv
+
+
+@pytest.mark.parametrize(("args", "context"), [
+    ([], (0, 0)), (["-C", "2"], (2, 2)), (["-A1"], (0, 1)), (["-B", "3"], (3, 0)),
+    (["-C3", "-A1"], (3, 1)), (["-A1", "-C3"], (3, 1)), (["-B1", "-C3", "-A0"], (1, 0)),
+    (["-C1", "-C4"], (4, 4)), (["-e", "-C9", "-m", "2"], (0, 0)),
+])
+def test_context_is_counted_as_rg_counts_it(args: list[str], context: tuple[int, int]) -> None:
+    assert context_of(scan([*args, "foo"]).options) == context
+
+
+def test_the_flag_tables_name_flags_the_allow_list_takes() -> None:
+    allowed = set(VALUE_FLAGS) | SWITCHES
+    assert allowed >= SELECTING and allowed >= set(NOT_WITH_JSON)
+    assert not SELECTING & set(NOT_WITH_JSON)
+    assert "--json" not in allowed
+
+
+@pytest.mark.parametrize(("args", "prints"), [
+    (["-i", "-C2", "-g", "*.md", "--sort=path", "foo"], True),
+    (["-e", "-o", "-e", "-c"], True),  # patterns, not flags
+    (["-o", "foo"], False), (["-l", "foo"], False), (["-N", "foo"], False),
+    (["-r", "X", "foo"], False), (["--column", "foo"], False), (["-I", "foo"], False),
+])
+def test_prints_matches(args: list[str], prints: bool) -> None:
+    assert prints_matches(scan(args).options) is prints
 
 
 def test_threads_are_capped_by_default() -> None:
@@ -155,6 +220,39 @@ def test_real_runs(
         assert line in text.splitlines()
     for piece in absent:
         assert piece not in text
+
+
+@pytest.mark.parametrize("args", [
+    ["payments"], ["-C1", "e"], ["-A1", "-C3", "a"], ["-B1", "-A0", "-C2", "a"],
+    ["-v", "-B1", "beta", "A/todo.txt"], ["-U", "alpha\\nbeta", "A"], ["-m1", "-A1", "a"],
+])
+def test_real_json_runs_print_back_as_rgs_text(
+        jail: Jail, stores: dict[str, Path], args: list[str]) -> None:
+    """The same search as text and as structured matches: printed back (rg_json.render,
+    with the context rg_args.context_of counts), the matches are rg's text."""
+    text = jail.search(stores, ["--line-number", "--with-filename", "--sort=path", *args])
+    found = jail.search(stores, ["--sort=path", *args], structured=True)
+    assert (found.exit_code, found.truncated, found.output) == (text.exit_code, False, b"")
+    assert found.matches
+    context = any(context_of(scan(args).options))
+    assert "".join(render(found.matches, context=context)) == text.output.decode()
+    assert {m["path"].split("/")[0] for m in found.matches} <= {"A", "B"}
+
+
+def test_flags_of_how_lines_print_change_no_structured_match(
+        jail: Jail, stores: dict[str, Path]) -> None:
+    plain = jail.search(stores, ["-C1", "alp", "A"], structured=True).matches
+    printed = jail.search(stores, ["-o", "-r", "X", "--column", "-N", "--heading", "-b",
+                                   "--trim", "-M", "3", "-C1", "alp", "A"], structured=True)
+    assert plain and printed.matches == plain
+
+
+def test_a_structured_search_with_no_match(jail: Jail, stores: dict[str, Path]) -> None:
+    found = jail.search(stores, ["no-such-text"], structured=True)
+    assert (found.exit_code, found.matches, found.truncated) == (1, [], False)
+    assert jail.search({}, ["foo"], check=lambda _: None, structured=True).matches == []
+    with pytest.raises(BadArguments, match="does not go with format json"):
+        jail.search(stores, ["-l", "payments"], structured=True)
 
 
 def test_real_run_refuses_before_running(jail: Jail, stores: dict[str, Path]) -> None:

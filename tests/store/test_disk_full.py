@@ -97,17 +97,22 @@ def refused(call: Callable[[], object], what: str = "") -> MemfsClientError:
 
 def fill(client: Client) -> int:
     """Write random files into store ``plain`` through memfs until not even 1 KiB
-    more fits; returns how many were written."""
-    size, written = 1 << 20, 0
-    while size >= 1024:
-        try:
-            client.write(f"plain/fill/{written}.bin", os.urandom(size))
-        except MemfsClientError as error:
-            assert error.code == "no_space", (error.code, error.message)
-            size //= 4
-            continue
-        written += 1
-    return written
+    more fits, in rounds until a round writes nothing (the file system may give room
+    back after a refusal: ext4's reservations, a background writer's partial files);
+    returns how many were written."""
+    written = 0
+    while True:
+        size, before = 1 << 20, written
+        while size >= 1024:
+            try:
+                client.write(f"plain/fill/{written}.bin", os.urandom(size))
+            except MemfsClientError as error:
+                assert error.code == "no_space", (error.code, error.message)
+                size //= 4
+                continue
+            written += 1
+        if written == before:
+            return written
 
 
 def fill_directly(directory: Path, leave: int = 0) -> None:
@@ -183,6 +188,8 @@ def test_every_change_on_a_full_disk_is_refused_with_no_space_and_changes_nothin
         assert staged_leftovers(root) == []
         assert daemon.alive()
         assert "the memory's disk is full" in daemon.log()  # the warning
+        # recall's index waits for room: removing it would free room for a change
+        assert list((root / "state" / "recall").glob("*/index/meta.json"))
 
         for ballast in (disk_base / "disk").glob("ballast*"):
             ballast.unlink()  # the operator frees space
@@ -194,6 +201,9 @@ def test_every_change_on_a_full_disk_is_refused_with_no_space_and_changes_nothin
         assert alice.read("notes/a.md")["text"] == "alpha, after\nmore\n"
         with connect_as(UID_B, daemon.socket) as bob:
             assert bob.read("notes/a.md")["text"] == "alpha, after\nmore\n"
+        alice.write("notes/marmots.md", "the marmots moved north\n")
+        found = [hit["path"] for hit in alice.recall("marmots")["hits"]]
+        assert found == ["notes/marmots.md"]  # recall caught up, and is fresh again
     assert_history_sound(root)
     heads = snapshot(root)["heads"]
     daemon.stop()
@@ -201,8 +211,17 @@ def test_every_change_on_a_full_disk_is_refused_with_no_space_and_changes_nothin
     assert snapshot(root)["heads"] == heads
 
 
-def test_a_full_disk_over_http_cli_and_mcp_and_in_metrics(daemon: Daemon,
+@pytest.fixture
+def quiet_daemon(disk_base: Path) -> Iterator[Daemon]:
+    """A daemon on the small disk that keeps no recall index (which may give back room
+    the test has just filled: a refused index write removes its partial files)."""
+    with Daemon({**disk_config(disk_base), "recall": False}, mount=True) as running:
+        yield running
+
+
+def test_a_full_disk_over_http_cli_and_mcp_and_in_metrics(quiet_daemon: Daemon,
                                                           disk_base: Path) -> None:
+    daemon = quiet_daemon
     token = daemon.token("alice")  # tokens.json is written before the disk fills
     with connect_as(UID_A, daemon.socket) as alice, \
             httpx.Client(base_url=daemon.http_url, timeout=60,

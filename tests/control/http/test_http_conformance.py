@@ -203,5 +203,5 @@ def test_memory_endpoints_of_a_store_that_keeps_none_are_404(alice: httpx.Client
         assert "not structured" in problem(alice.get(url), 404, "not_found")["detail"]
     problem(alice.post("/v1/stores/notes/tasks", json={"task": "t", "title": "T"}), 404,
             "not_found")
-    problem(alice.get("/v1/stores/secret/tasks"), 403, "permission_denied")  # not hers
+    problem(alice.get("/v1/stores/secret/tasks"), 404, "not_found")  # not hers: not there
     assert alice.get("/v1/stores/team/tasks").status_code == 200

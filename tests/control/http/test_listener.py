@@ -153,6 +153,23 @@ def test_transfer_encoding_with_content_length_is_refused_and_closed(
     assert request(daemon, "GET", "/v1/stores/notes/files/te-cl.md", token=token)[0] == 404
 
 
+@pytest.mark.parametrize("head", [
+    b"GET /healthz HTTP/1.1\nHost: memfs\n\n",  # bare LF line ends
+    b"GET /healthz HTTP/1.1\r\nHost: memfs\r\nX-A: one\r\n two\r\n\r\n",  # a folded line
+    b"GET /healthz HTTP/1.1\r\nHost: memfs\r\nBad Name: x\r\n\r\n",
+    b"GET /healthz HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+])
+def test_heads_http11_does_not_allow_are_400_and_closed(served: tuple[Daemon, str],
+                                                         head: bytes) -> None:
+    daemon, _ = served
+    with connect(daemon) as sock:
+        sock.sendall(head)
+        status, headers, answer = read_response(sock)
+        assert (status, headers.get("connection")) == (400, "close"), answer
+        assert json.loads(answer)["code"] == "invalid"
+        assert closed_by_peer(sock)
+
+
 def test_continue_pipelining_chunked_bodies_and_oversized_heads(
         served: tuple[Daemon, str]) -> None:
     daemon, token = served

@@ -271,6 +271,37 @@ def test_search_uses_the_jailed_ripgrep(alice: httpx.Client, carol: httpx.Client
     problem(alice.get("/v1/search", params={"pattern": "x", "arg": "y"}), 400, "invalid")
 
 
+def test_search_format_json_answers_structured_matches(
+        alice: httpx.Client, carol: httpx.Client) -> None:
+    """?format=json: the matches (offsets in characters), with pattern or arg; the
+    flags that print no matches are refused, as is format with q (ranked recall)."""
+    alice.put(f"{F}/structured/a.md", content="first\nCafé needle here\nlast\n".encode())
+    found = alice.get("/v1/search", params=[
+        ("pattern", "needle"), ("flag", "-C1"), ("path", "notes/structured"),
+        ("format", "json")])
+    assert found.status_code == 200
+    assert found.json() == {"matches": [{
+        "path": "notes/structured/a.md", "line": 2, "text": "Café needle here",
+        "submatches": [{"start": 5, "end": 11, "match": "needle"}],
+        "before": [{"line": 1, "text": "first"}], "after": [{"line": 3, "text": "last"}]}],
+        "exit_code": 0, "truncated": False, "stderr": ""}
+    by_arg = alice.get("/v1/search", params=[("arg", "-i"), ("arg", "NEEDLE"),
+                                             ("arg", "notes/structured"), ("format", "json")])
+    assert [m["path"] for m in by_arg.json()["matches"]] == ["notes/structured/a.md"]
+    text = alice.get("/v1/search", params={"pattern": "needle", "path": "notes/structured",
+                                           "format": "text"}).json()
+    assert text["output"] == "notes/structured/a.md:Café needle here\n"
+    problem(carol.get("/v1/search", params={"pattern": "x", "path": "ops",
+                                            "format": "json"}), 404, "not_found")
+    refused = problem(alice.get("/v1/search", params=[
+        ("arg", "-l"), ("arg", "needle"), ("format", "json")]), 400, "invalid")
+    assert "does not go with format json" in refused["detail"]
+    for params in ({"pattern": "x", "flag": "--json"}, {"pattern": "x", "format": "xml"},
+                   {"q": "needle", "format": "json"},
+                   [("pattern", "x"), ("format", "json"), ("format", "text")]):
+        problem(alice.get("/v1/search", params=params), 400, "invalid")
+
+
 def test_old_version_with_at(alice: httpx.Client) -> None:
     alice.put(f"{F}/at.md", content=b"old\n")
     alice.get(f"{F}/at.md")

@@ -78,7 +78,7 @@ def test_sessions(alice: httpx.Client, bob: httpx.Client, carol: httpx.Client) -
     problem(alice.post(f"{T}/sessions", json={"goal": "x", "as_agent": "bob"}), 400,
             "invalid")
     problem(alice.get(f"{T}/sessions/2020-01-01-alice-abcd"), 404, "not_found")
-    problem(alice.get(f"{T}/sessions/not-an-id"), 400, "invalid")
+    problem(alice.get(f"{T}/sessions/not-an-id"), 404, "not_found")  # names no session
     problem(alice.post("/v1/stores/notes/sessions", json={}), 404, "not_found")  # none
 
 
@@ -139,3 +139,15 @@ def test_plain_writes_to_structured_folders_are_refused(alice: httpx.Client,
                                                         daemon: Daemon) -> None:
     problem(alice.put(f"{T}/files/tasks/forged.json", content=b"{}"), 400, "invalid")
     problem(alice.patch(f"{T}/files/tasks/forged.json", json={"append": "x"}), 400, "invalid")
+
+
+def test_a_path_that_names_no_resource_is_404(alice: httpx.Client) -> None:
+    """An id in the path that no record can have (schemathesis's stateful phase sent
+    such ids) names no resource: 404, while the same value in a body is 400."""
+    for url in (f"{T}/decisions/0", f"{T}/sessions/not-an-id", f"{T}/tasks/Bad%20Id",
+                f"{T}/sessions/0/checkpoints"):
+        call = alice.post if url.endswith("checkpoints") else alice.get
+        kwargs = {"json": {"note": "n"}} if call is alice.post else {}
+        answer = problem(call(url, **kwargs), 404, "not_found")
+        assert answer["detail"].startswith("no "), answer
+    problem(alice.post(f"{T}/tasks/x/claim", json={"session": "not an id"}), 400, "invalid")

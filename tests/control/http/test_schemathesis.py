@@ -1,5 +1,6 @@
 """schemathesis against a real daemon (scripts/schemathesis): every operation of
-/v1/openapi.json, every check, positive data; it must find nothing. A few minutes."""
+/v1/openapi.json, every check, positive data, the stateful phase too; it must find
+nothing. A few minutes."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests.support import REPO, scaled
 @pytest.mark.timeout(scaled(900))
 def test_schemathesis_finds_nothing() -> None:
     done = subprocess.run([sys.executable, "scripts/schemathesis_run.py", "--max-examples",
-                           "15", "--max-time", "150"], cwd=REPO, capture_output=True,
-                          timeout=scaled(840))
+                           "15", "--max-time", "120", "--stateful-time", "60"], cwd=REPO,
+                          capture_output=True, timeout=scaled(840))
     output = done.stdout.decode(errors="replace")[-20000:]
     assert done.returncode == 0, output + done.stderr.decode(errors="replace")[-4000:]

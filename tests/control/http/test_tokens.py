@@ -68,6 +68,15 @@ def test_revoked_token_is_401_at_once(daemon: Daemon) -> None:
     assert missing.returncode == 5 and "no token" in missing.stderr
 
 
+def test_a_token_revoked_by_the_token_itself(daemon: Daemon) -> None:
+    """`memfs token revoke TOKEN` takes the token as printed (only its id is sent)."""
+    token = daemon.token("bob", "--label", "held")
+    with client(daemon, token) as http:
+        done = cli(daemon, "revoke", token)
+        assert done.returncode == 0 and token.split("_")[1] in done.stdout, done.stderr
+        unauthorized(http.get("/v1/stores"), invalid=True)
+
+
 def test_expired_token_is_401(daemon: Daemon) -> None:
     token = daemon.token("alice", "--expires", "0.00002")  # 1.7 seconds
     listed = json.loads(cli(daemon, "list", "--json").stdout)["tokens"]

@@ -70,6 +70,34 @@ def test_search_results() -> None:
     partial = t.format_search({"output": "notes/a.md:1:x\n", "exit_code": 2,
                                "truncated": False, "stderr": "permission"})
     assert not partial.is_error and "problems" in partial.text
+    assert partial.structured == {"output": "notes/a.md:1:x\n", "exit_code": 2,
+                                  "truncated": False}
+
+
+def match(path: str, line: int, text: str) -> dict[str, Any]:
+    return {"path": path, "line": line, "text": text, "submatches": [], "before": [],
+            "after": []}
+
+
+def test_search_matches_print_as_rg_and_are_cut_with_the_text() -> None:
+    """Structured matches: the text is rg's layout, and the structured content holds
+    the matches the text shows, whole, within MAX_OUTPUT_CHARS."""
+    found = [match("notes/a.md", 3, "x"), {**match("notes/b.md", 9, "y"),
+                                            "before": [{"line": 8, "text": "w"}]}]
+    outcome = t.format_search({"matches": found, "exit_code": 0, "truncated": False,
+                               "stderr": ""}, context=True)
+    assert outcome.text == "notes/a.md:3:x\n--\nnotes/b.md-8-w\nnotes/b.md:9:y"
+    assert outcome.structured == {"matches": found, "exit_code": 0, "truncated": False}
+    many = [match("notes/a.md", n, "z" * 1000) for n in range(1, 201)]
+    cut = t.format_search({"matches": many, "exit_code": 0, "truncated": False,
+                           "stderr": ""})
+    assert cut.structured is not None and cut.structured["truncated"]
+    shown = cut.structured["matches"]
+    assert 0 < len(shown) < len(many) and shown == many[:len(shown)]
+    assert cut.text.count("\n") == len(shown)  # the lines shown, then the note
+    assert "[Output truncated" in cut.text.splitlines()[-1]
+    none = t.format_search({"matches": [], "exit_code": 1, "truncated": False, "stderr": ""})
+    assert none.text == "No matches."
 
 
 def conflict(**details: Any) -> ConflictError:

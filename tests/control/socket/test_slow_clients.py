@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 
-from tests.support import UID_A, UID_B, Daemon, as_euid, connect_as
+from tests.support import UID_A, UID_B, Daemon, as_euid, connect_as, scaled
 
 
 def test_stuck_clients_do_not_block_others(daemon: Daemon) -> None:
@@ -40,7 +40,7 @@ def test_stuck_clients_do_not_block_others(daemon: Daemon) -> None:
             for n in range(20):
                 alice.write(f"notes/other-{n}.md", f"{n}\n")
                 assert alice.read(f"notes/other-{n}.md")["text"] == f"{n}\n"
-            assert time.monotonic() - start < 10
+            assert time.monotonic() - start < scaled(10)  # not stuck behind the flooder
     finally:
         for sock in stuck:
             sock.shutdown(socket.SHUT_RDWR)  # wakes the flooding thread's blocked send

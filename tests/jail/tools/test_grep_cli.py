@@ -4,11 +4,21 @@ the jail. Output paths read STORE/PATH; rg's flags pass through or are refused."
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from tests.jail.tools.conftest import Memory
-from tests.support import UID_A, UID_B, UID_C
+from tests.support import (
+    UID_A,
+    UID_B,
+    UID_C,
+    Daemon,
+    connect_as,
+    memfs_as,
+    public_tmpdir,
+    standard_config,
+)
 
 
 def lines(text: str) -> set[str]:
@@ -74,13 +84,55 @@ def test_hidden_files_follow_rg_rules(memory: Memory) -> None:
     assert code == 0 and lines(out) == {"notes/.hidden.md"}
 
 
-def test_json_passes_through(memory: Memory) -> None:
-    code, out, err = memory.grep(UID_A, "--json", "Oncall", "notes")
+def test_json_prints_the_matches_as_json_lines(memory: Memory) -> None:
+    """memfs grep --json: one match a line (what jq takes one at a time), STORE/PATH
+    paths, line numbers, spans in characters, context lines; memfs --json grep too."""
+    code, out, err = memory.grep(UID_A, "--json", "-C1", "restart|Oncall", "notes")
     assert code == 0, err
-    events = [json.loads(line) for line in out.splitlines()]
-    matches = [e["data"] for e in events if e["type"] == "match"]
-    assert [m["path"]["text"] for m in matches] == ["notes/team/oncall.md"]
-    assert matches[0]["lines"]["text"] == "Oncall: Alice\n"
+    found = sorted((json.loads(line) for line in out.splitlines()), key=lambda m: m["path"])
+    assert found == [
+        {"path": "notes/runbook.md", "line": 3, "text": "restart the payments worker",
+         "submatches": [{"start": 0, "end": 7, "match": "restart"}],
+         "before": [{"line": 2, "text": "step two"}],
+         "after": [{"line": 4, "text": "step four"}]},
+        {"path": "notes/team/oncall.md", "line": 1, "text": "Oncall: Alice",
+         "submatches": [{"start": 0, "end": 6, "match": "Oncall"}],
+         "before": [], "after": [{"line": 2, "text": "Payments owner: Bob"}]},
+    ]
+    again = memfs_as(UID_A, memory.socket, "--json", "grep", "-C1", "restart|Oncall", "notes")
+    assert again.returncode == 0
+    assert sorted(again.stdout.decode().splitlines()) == sorted(out.splitlines())
+
+
+def test_json_past_the_output_limit_says_so() -> None:
+    """The limit holds for the matches (their compact JSON, one byte more each: their
+    lines here), and memfs grep --json says on stderr that some were left out."""
+    base = public_tmpdir("memfs-grep-limit-")
+    try:
+        with Daemon(standard_config(base, jail={"search_output_limit": 4096})) as daemon:
+            with connect_as(UID_A, daemon.socket) as alice:
+                alice.write("notes/many.txt", "".join(f"many {n}\n" for n in range(1000)))
+            done = memfs_as(UID_A, daemon.socket, "grep", "--json", "many", "notes")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.decode()
+    assert 0 < len(out.encode()) <= 4096 and len(out.splitlines()) < 1000
+    assert all(json.loads(line)["text"].startswith("many ") for line in out.splitlines())
+    assert "matches left out: the search's output limit was reached" in done.stderr.decode()
+
+
+def test_json_exit_codes_and_refusals(memory: Memory) -> None:
+    assert memory.grep(UID_A, "--json", "no-such-text-anywhere") == (1, "", "")
+    code, out, err = memory.grep(UID_A, "--json", "-l", "payments")
+    assert code == 2 and out == ""
+    assert "-l/--files-with-matches does not go with format json" in err, err
+    code, out, err = memory.grep(UID_C, "--json", "payments", "ops")
+    assert code == 5 and out == "" and "not found" in err
+    # a pattern "--json" (after -e, or after --) is searched, and printed as text
+    memfs_as(UID_A, memory.socket, "write", "notes/flags.txt", input=b"say --json\n")
+    assert memory.grep(UID_A, "-e", "--json", "notes") == (0, "notes/flags.txt:say --json\n", "")
+    assert memory.grep(UID_A, "--", "--json") == (0, "notes/flags.txt:say --json\n", "")
 
 
 @pytest.mark.parametrize(

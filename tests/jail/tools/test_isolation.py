@@ -33,7 +33,6 @@ def assert_clean(*texts: str) -> None:
         ["-l", "-uuu", "."],
         ["--files", "-uuu"],
         ["-c", "-uuu", "."],
-        ["--json", "-uuu", "."],
         ["-uuu", ".", "notes/leak.md"],
         ["-uuu", ".", "notes/leak-dir"],
         ["-uuu", ".", "notes/shadow"],
@@ -52,9 +51,30 @@ def test_search_never_shows_secret(memory: Memory, uid: int, args: list[str]) ->
             return
     assert_clean(result["output"], result["stderr"])
     for line in result["output"].splitlines():
-        if line.startswith(("{", "[memfs: output truncated")):  # --json, the cap
+        if line.startswith("[memfs: output truncated"):  # the cap
             continue
         assert line.split("/", 1)[0] in ("notes", "ops"), line
+
+
+@pytest.mark.parametrize("uid", AGENTS.values(), ids=AGENTS.keys())
+@pytest.mark.parametrize(
+    "args",
+    [[SECRET], ["-uuu", "-a", "-C1", "."], ["-uuu", "root", "/memory"],
+     ["-uuu", ".", "notes/leak-dir"], ["-uuu", "-g", "*leak*", "."]],
+)
+def test_structured_matches_never_show_secret(memory: Memory, uid: int,
+                                              args: list[str]) -> None:
+    """The same for structured matches (rg --json): texts, paths and context lines."""
+    with connect_as(uid, memory.socket) as client:
+        try:
+            result = client.search(args, structured=True)
+        except MemfsClientError as error:
+            assert error.code in ("invalid", "permission_denied"), error
+            assert_clean(error.message)
+            return
+    assert_clean(result["stderr"], *(str(match) for match in result["matches"]))
+    for match in result["matches"]:
+        assert match["path"].split("/", 1)[0] in ("notes", "ops"), match
 
 
 @pytest.mark.parametrize(
