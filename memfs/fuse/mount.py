@@ -311,13 +311,17 @@ class FusermountMount(Mount):
             if now.get(fd) == what:  # still that socket (libfuse never closes it)
                 os.close(fd)
         os.close(self._guardian_pipe)
+        # Both at once: the guardian waits for the helper to exit, and the helper, our
+        # child, is gone only once we reap it (waiting for the guardian first cost a stop
+        # UNMOUNT_SECONDS).
         deadline = time.monotonic() + UNMOUNT_SECONDS
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.guardian.wait(UNMOUNT_SECONDS)
-        while self.helper is not None and os.waitpid(self.helper, os.WNOHANG) == (0, 0):
+        helper = self.helper
+        while helper is not None or self.guardian.poll() is None:
+            if helper is not None and os.waitpid(helper, os.WNOHANG) != (0, 0):
+                helper = None
             if time.monotonic() > deadline:
-                log.warning("fusermount3 (pid %d) has not unmounted %s after %.0f s",
-                            self.helper, self.mountpoint, UNMOUNT_SECONDS)
+                log.warning("fusermount3 (pid %s) has not unmounted %s after %.0f s",
+                            helper, self.mountpoint, UNMOUNT_SECONDS)
                 return
             time.sleep(0.005)
         log.info("unmounted %s", self.mountpoint)
