@@ -156,9 +156,10 @@ class Queue:
         """The next batch from the queue; None if it is empty, and then with
         ``release`` nobody leads any more (under the same mutex as `submit` checks)."""
         with self._mutex:
-            if self._gather and release:
+            if self._gather:  # a test's batch: the first one taken, by whoever leads
                 self._gathered.wait_for(lambda: len(self._queue) >= self._gather,
                                         timeout=GATHER_WAIT)
+                self._gather = 0
             if not self._queue:
                 if release:
                     self._leading = False
