@@ -206,7 +206,8 @@ def test_the_personal_walk_through_runs_as_written() -> None:
         (serve,) = daemon_block.commands
         serve_script = work / "serve.sh"
         log = work / "personal.log"
-        serve_script.write_text(f"exec {serve.text} >{log} 2>&1\n")
+        # the redirection first: the README line ends with a comment
+        serve_script.write_text(f"exec >{log} 2>&1\nexec {serve.text}\n")
         commands, path = walk_through("personal", user, work)
         inner = f"""{user_shell(user, serve_script, work)} &
 daemon=$!

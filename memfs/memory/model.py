@@ -17,7 +17,7 @@ from memfs.memory import decisions, sessions, tasks
 from memfs.memory import records as r
 from memfs.memory.folders import Folder
 from memfs.store.engine import Engine, Plan, Reader
-from memfs.store.errors import InvalidInput, NotFound
+from memfs.store.errors import InvalidInput, NotFound, PermissionDenied
 
 
 class Memory:
@@ -151,14 +151,20 @@ class Memory:
                    session: str | None = None) -> dict[str, Any]:
         """Claim (or extend) the lease. ``session``, when given, must be an open
         session of ``agent`` in this store (checked in the same step as the claim):
-        NotFound when there is none, Closed when it was handed off, PermissionDenied
-        when it is another agent's."""
+        Closed when it was handed off, PermissionDenied when it is another agent's or
+        there is none (the session is part of the request, not what it names: a
+        NotFound would say the task is missing)."""
         store = self.store_for(agent, store)
         path = tasks.path_of(task_id)
 
         def claim(read: Reader, now: float) -> tuple[dict[str, bytes | None], Any]:
             if session is not None:
-                sessions.check_own(read(sessions.path_of(session)), session, agent)
+                try:
+                    sessions.check_own(read(sessions.path_of(session)), session, agent)
+                except NotFound:
+                    raise PermissionDenied(
+                        f"no session {session} of yours in this store: name one of your "
+                        "open sessions (session_start makes one)") from None
             task = tasks.claimed(read(path), task_id, agent, session, ttl, now)
             return {path: tasks.render(task)}, tasks.Task(task).view(now)
 
