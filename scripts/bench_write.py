@@ -16,12 +16,18 @@ into a directory beside the daemon's root. Rows:
 
 The clients of the concurrent rows run in several processes (8 threads each), so the
 clients' own Python is not one interpreter's bottleneck; the bare loop's threads too.
-The machine is shared: the last line says how busy it was meanwhile.
+Every row runs twice, each time with the baselines on the same file system: first on a
+fresh ext4 made with mkfs's defaults (so with a journal, as on a normal host),
+loop-mounted (the headline), then on the machine's own file system (here an ext4
+without a journal, whose inode allocation scans every inode freed in the last minute:
+its figures drift with the machine's recent churn). The machine is shared: the last
+line says how busy it was meanwhile.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import random
@@ -32,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -40,7 +46,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchlib import MachineLoad, ProcessCpu, ThreadCpu, in_turn_split, percentile_ms
 
 from control.client import Client
-from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
+from tests.support import (
+    UID_A,
+    Daemon,
+    LoopUnavailable,
+    connect_as,
+    loop_filesystem,
+    public_tmpdir,
+    standard_config,
+)
 
 PAYLOAD = os.urandom(4096)  # binary: travels in base64
 TEXT = (b"- 2026-12-01 checkout latency back to normal after the pool resize\n" * 64)[:4096]
@@ -320,45 +334,77 @@ def _filesystem(path: Path) -> str:
     return f"{kind} on {mount} ({options})"
 
 
+def run_on(base: Path, args: argparse.Namespace) -> None:
+    """Every row asked for, with a daemon whose root is in ``base`` and the bare
+    baselines beside it (on the same file system)."""
+    config = standard_config(base)
+    config["stores"]["fast"] = {"history": False}
+    config["agents"]["alice"]["stores"]["fast"] = "read_write"
+    with Daemon(config) as daemon:
+        assert daemon.proc is not None
+        meter = ProcessCpu(daemon.proc.pid, "memfs-bench-write")
+        try:
+            if args.only in (None, "replace"):
+                bench_replace(daemon, meter, base, args.replaces)
+            if args.only in (None, "throughput"):
+                bench_throughput(daemon, meter, base, args.rounds)
+            if args.only in (None, "mixed"):
+                bench_mixed(daemon, meter, "off")
+                bench_mixed(daemon, meter, "on")
+        finally:
+            meter.close()
+    print(f"file system: {_filesystem(base)}")
+
+
+@contextlib.contextmanager
+def places(args: argparse.Namespace) -> Iterator[list[tuple[str, Path]]]:
+    """Where the rows run, headline first: a fresh ext4 made with mkfs's defaults (so
+    with a journal, as on a normal host), loop-mounted; then the machine's own file
+    system (/tmp), or ``--base``."""
+    with contextlib.ExitStack() as stack:
+        found: list[tuple[str, Path]] = []
+        if args.fs in ("loop", "both"):
+            scratch = public_tmpdir("memfs-bench-write-disk-")
+            stack.callback(shutil.rmtree, scratch, True)
+            try:
+                disk = stack.enter_context(
+                    loop_filesystem(scratch / "disk", scratch / "disk.img", args.disk_mib))
+                found.append(("a fresh ext4 (mkfs defaults, loop-mounted)", disk))
+            except LoopUnavailable as error:
+                print(f"(no fresh file system: {error})")
+        if args.fs in ("root", "both"):
+            found.append(("the machine's own file system" if args.base is None
+                          else str(args.base), args.base or Path("/tmp")))
+        yield found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds")
     parser.add_argument("--replaces", type=int, default=300, help="replaces of each kind")
     parser.add_argument("--only", choices=("replace", "throughput", "mixed"),
                         help="run one part only")
-    parser.add_argument("--base", type=Path, help="where the root and the bare writes go "
-                        "(default: a new folder in /tmp; e.g. /dev/shm to see memfs's own "
-                        "CPU without the disk's)")
+    parser.add_argument("--fs", choices=("loop", "root", "both"), default="both",
+                        help="where: a fresh loop-mounted ext4 (the headline), the "
+                        "machine's own file system, or both (default)")
+    parser.add_argument("--disk-mib", type=int, default=4096,
+                        help="size of the fresh file system")
+    parser.add_argument("--base", type=Path, help="instead of /tmp for the machine's own "
+                        "file system (e.g. /dev/shm to see memfs's own CPU without the "
+                        "disk's)")
     args = parser.parse_args()
-    if args.base is None:
-        base = public_tmpdir("memfs-bench-write-")
-    else:
-        base = Path(tempfile.mkdtemp(prefix="memfs-bench-write-", dir=args.base))
-        base.chmod(0o755)
-    config = standard_config(base)
-    config["stores"]["fast"] = {"history": False}
-    config["agents"]["alice"]["stores"]["fast"] = "read_write"
     load = MachineLoad()
     own_before = _own_cpu_seconds()
-    try:
-        with Daemon(config) as daemon:
-            assert daemon.proc is not None
-            meter = ProcessCpu(daemon.proc.pid, "memfs-bench-write")
+    with places(args) as where:
+        for label, place in where:
+            print(f"-- on {label}")
+            base = Path(tempfile.mkdtemp(prefix="memfs-bench-write-", dir=place))
+            base.chmod(0o755)
             try:
-                if args.only in (None, "replace"):
-                    bench_replace(daemon, meter, base, args.replaces)
-                if args.only in (None, "throughput"):
-                    bench_throughput(daemon, meter, base, args.rounds)
-                if args.only in (None, "mixed"):
-                    bench_mixed(daemon, meter, "off")
-                    bench_mixed(daemon, meter, "on")
+                run_on(base, args)
             finally:
-                meter.close()
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    print(f"file system: {_filesystem(base)}")
+                shutil.rmtree(base, ignore_errors=True)
     print(load.report(_own_cpu_seconds() - own_before))
-
 
 if __name__ == "__main__":
     main()

@@ -358,13 +358,15 @@ class Daemon:
 
 
 @contextlib.contextmanager
-def killed_at(config: Mapping[str, Any], step: str) -> Iterator[Daemon]:
+def killed_at(config: Mapping[str, Any], step: str,
+              env: Mapping[str, str] | None = None) -> Iterator[Daemon]:
     """A daemon that SIGKILLs itself at the crash point ``step`` (``NAME`` or
     ``NAME@N``, see memfs/store/crashpoints.py), which the ``with`` body must make it
-    reach: asserts that it died there, and never leaves it running."""
+    reach: asserts that it died there, and never leaves it running. ``env``: more of
+    the daemon's environment."""
     from memfs.store.crashpoints import ENV
 
-    daemon = Daemon(config, env={ENV: step}).start()
+    daemon = Daemon(config, env={**(env or {}), ENV: step}).start()
     try:
         yield daemon
         assert daemon.proc is not None

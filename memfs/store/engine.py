@@ -6,6 +6,7 @@ Layout under ROOT::
     state/seen/AGENT/STORE/...   digest each agent last read or wrote (seen.py)
     state/staging/DAEMON/        new bytes before they are renamed into place
     state/locks/STORE.lock       flock'd by the daemon committing to STORE
+    state/intents/STORE          the intent of STORE's landing under way (intents.py)
     state/landing/STORE/         files of a change of several files, until it lands
     state/history/STORE.git      the store's git history (history.py)
     state/agents.json            personal mode: the agents registered by name (agents.py)
@@ -13,10 +14,12 @@ Layout under ROOT::
 The engine is synchronous and thread-safe: the daemon calls it from trio worker
 threads. Several engines (daemons) may share one ROOT: the store lock is an flock on
 a shared file and every decision reads the shared on-disk state. Every accepted change
-lands through one step under the store lock (store.py): renames, the writer's seen
-records, one history commit. The engine's parts: ``engine.history`` reads a store's
-history for an agent (history_reads.py), ``engine.unrecorded`` the reads for a person
-looking that record nothing (unrecorded.py).
+lands under the store lock: a single-file change in a batch of the changes sent to its
+store meanwhile, each checked in turn, their durability shared (batch.py, landing.py),
+a change of several files on its own (store.py); each is one history commit. The
+engine's parts: ``engine.history`` reads a store's history for an agent
+(history_reads.py), ``engine.unrecorded`` the reads for a person looking that record
+nothing (unrecorded.py).
 """
 
 from __future__ import annotations
@@ -33,27 +36,28 @@ import pygit2
 from memfs.config import Config, check_name
 from memfs.store import backing, near
 from memfs.store.agents import AgentRegistry
+from memfs.store.batch import APPEND, DELETE, REPLACE, Queue, Ticket
 from memfs.store.errors import (
     ABSENT,
     AgentRequired,
-    ConditionFailed,
-    Conflict,
     InvalidInput,
     NotFound,
     PermissionDenied,
     TooLarge,
     refused_when_full,
 )
+from memfs.store.gitobjects import on_shared_filesystem
 from memfs.store.globs import compile_glob, literal_prefix
-from memfs.store.history import SINGLE_PATH_OPS
+from memfs.store.history import SINGLE_PATH_OPS, current_delegate
 from memfs.store.history_reads import HistoryReads
+from memfs.store.landing import BatchLanding, check_version
 from memfs.store.pages import Page, read_page
 from memfs.store.paths import MemPath, check_component, nameable
 from memfs.store.seen import SeenRecords
-from memfs.store.staging import Staged, Staging
+from memfs.store.staging import Staging
 from memfs.store.store import Landing, Store
 from memfs.store.unrecorded import UnrecordedReads
-from memfs.store.versions import FileInfo, Pinned, Version, appended_digest, version_of
+from memfs.store.versions import FileInfo, Pinned, Version, version_of
 
 
 @dataclass(frozen=True)
@@ -109,12 +113,19 @@ class Engine:
         stores_dir.mkdir(mode=backing.DIR_MODE, exist_ok=True)
         self.seen = SeenRecords(state / "seen")
         self._stores: dict[str, Store] = {}
+        shared = on_shared_filesystem(str(state))
         for name, spec in config.stores.items():
             history = state / "history" / f"{name}.git" if spec.history else None
             self._stores[name] = Store(name, stores_dir / name, state / "locks" / f"{name}.lock",
-                                       state / "landing" / name, history, self.seen)
+                                       state / "landing" / name, history, self.seen,
+                                       intents=state / "intents" / name, shared=shared)
         self._staging = Staging(state / "staging")
         self.commit_listeners: list[Callable[[MemPath], None]] = []
+        # Each store's single-file changes land in batches (memfs/store/batch.py).
+        self._queues = {name: Queue(BatchLanding(store, self._staging,
+                                                 check_size=self._check_size,
+                                            notify=self._notify))
+                        for name, store in self._stores.items()}
         # The agents' names: the config's, or in personal mode those registered so far.
         self.agents: Collection[str] = (
             config.agents if config.personal is None
@@ -133,9 +144,10 @@ class Engine:
         self._stores.clear()
 
     def observe_commits(self, observer: Callable[[float], None] | None) -> None:
-        """Call ``observer`` with the duration in seconds of every landing step (the
-        locked part of a commit: renames, records, history), in the committing
-        thread; None stops it. For the daemon's metrics."""
+        """Call ``observer`` for every change that lands with the duration in seconds
+        of its landing step (the locked part of a commit, for a batch of changes the
+        batch's: renames, records, history), in the committing thread; None stops it.
+        For the daemon's metrics."""
         for store in self._stores.values():
             store.observe_land = observer
 
@@ -476,10 +488,8 @@ class Engine:
         self._check_size(len(data))
         if append:
             return self._append(agent, path, data, precondition)
-        blob = self._stores[path.store].blob(data)
-        with self._staging.stage(data, agent, _hex(blob)) as staged:
-            return self._replace(agent, path, staged, blob, expected=expected, force=force,
-                                 op="write", precondition=precondition)
+        return self._replace(agent, path, data, expected=expected, force=force, op="write",
+                             precondition=precondition)
 
     def edit(self, agent: str, path: MemPath, transform: Callable[[bytes], bytes], *,
              force: bool = False, expected: str | None = None,
@@ -494,10 +504,8 @@ class Engine:
         self._check(agent, path, base, expected, precondition, force=force)
         new = transform(data)
         self._check_size(len(new))
-        blob = self._stores[path.store].blob(new)
-        with self._staging.stage(new, agent, _hex(blob)) as staged:
-            return self._replace(agent, path, staged, blob, expected=base.digest, force=force,
-                                 op="edit", precondition=precondition)
+        return self._replace(agent, path, new, expected=base.digest, force=force, op="edit",
+                             precondition=precondition)
 
     def restore(self, agent: str, path: MemPath, rev: str, *, force: bool = False,
                 expected: str | None = None,
@@ -512,11 +520,9 @@ class Engine:
         self._plain_write(path)
         commit, data = self.history.version_at(agent, path, rev)
         self._check_size(len(data))
-        blob = self._stores[path.store].blob(data)
-        with self._staging.stage(data, agent, _hex(blob)) as staged:
-            return self._replace(agent, path, staged, blob, expected=expected, force=force,
-                                 op="restore", summary=f"restore {path} to {commit[:7]}",
-                                 create_freely=True, precondition=precondition)
+        return self._replace(agent, path, data, expected=expected, force=force, op="restore",
+                             summary=f"restore {path} to {commit[:7]}", create_freely=True,
+                             precondition=precondition)
 
     def delete(self, agent: str, path: MemPath, *, force: bool = False,
                expected: str | None = None,
@@ -525,20 +531,11 @@ class Engine:
         ``precondition`` too). Raises NotFound, Conflict."""
         self.check_access(agent, path.store, write=True)
         self._plain_write(path)
-        store = self._stores[path.store]
-        parent = self._parent(path, create=False)
-        with backing.closing_fd(parent):
-            with store.locked():
-                current = _version_at(parent, path.parts[-1])
-                if current is None:
-                    raise self._not_found(path)
-                self._check(agent, path, current, expected, precondition, force=force)
-                commit = store.land(agent, self._email(agent),
-                                    [Landing(path, parent, None, record=False, forget=True)],
-                                    op="delete", summary=f"delete {path}", forced=force)
-            os.fsync(parent)
-        self._notify(path)
-        return Committed(path, current.digest, 0, current.digest, commit)
+        ticket = Ticket(DELETE, agent, self._email(agent), path, -1, "delete",
+                        f"delete {path}", expected=expected, force=force,
+                        precondition=precondition, delegate=current_delegate())
+        self._submit(ticket, create=False)
+        return self._committed(ticket)
 
     def update(self, agent: str | None, store: str,
                decide: Callable[[Reader], Plan]) -> tuple[Any, str | None]:
@@ -630,97 +627,64 @@ class Engine:
     def _check(self, agent: str, path: MemPath, current: Version | None,
                expected: str | None, precondition: Precondition | None = None, *,
                force: bool = False) -> None:
-        """Raise ConditionFailed unless ``precondition`` (when given) holds for
-        ``current`` (None: no file); then, unless ``force``, Conflict unless the agent's
-        record, and ``expected`` when given, allow replacing it. The record allows it
-        when it is the current digest, or when there is no file and the record says no
-        version was seen (None or ABSENT); ``expected`` must name exactly what is
-        there."""
-        last = None if current is None else current.last_write
-        if precondition is not None and \
-                not precondition(None if current is None else current.digest):
-            raise ConditionFailed(str(path), None if current is None else current.digest,
-                                  None, last, agent)
-        if force:
-            return
-        seen = self.seen.get(agent, path)
-        now = ABSENT if current is None else current.digest
-        record_ok = seen == now or (current is None and seen is None)
-        if not record_ok or (expected is not None and expected != now):
-            failed = seen if not record_ok else expected
-            raise Conflict(str(path), None if current is None else current.digest, failed,
-                           last, agent)
+        """Raise ConditionFailed or Conflict unless ``agent`` may change ``path`` from
+        ``current`` (landing.check_version, with the agent's record on disk)."""
+        check_version(agent, path, current, lambda: self.seen.get(agent, path), expected,
+                      precondition, force=force)
 
-    def _replace(self, agent: str, path: MemPath, staged: Staged, blob: pygit2.Oid | None, *,
-                 expected: str | None, force: bool, op: str, summary: str | None = None,
+    def _replace(self, agent: str, path: MemPath, data: bytes, *, expected: str | None,
+                 force: bool, op: str, summary: str | None = None,
                  create_freely: bool = False,
                  precondition: Precondition | None = None) -> Committed:
-        """Land ``staged`` as the new version of ``path`` if the version check allows
-        it (``create_freely``: creating a missing file needs no check of the record,
-        only of ``precondition``)."""
+        """Land ``data`` as the new version of ``path`` in the store's next batch, if
+        the version check allows it then (``create_freely``: creating a missing file
+        needs no check of the record, only of ``precondition``). Answered once the
+        change is durable (memfs/store/landing.py)."""
         store = self._stores[path.store]
-        parent = self._made_parent(agent, path, precondition)
-        name = path.parts[-1]
-        try:
-            with store.locked():
-                current = _version_at(parent, name)
-                freely = force or (create_freely and current is None)
-                self._check(agent, path, current, expected, precondition, force=freely)
-                if current is not None and current.digest == staged.digest:
-                    # Already this version: no landing, no commit, no fsync; the writer
-                    # has seen it now, as after any accepted write.
-                    self.seen.put(agent, path, current.digest)
-                    return Committed(path, current.digest, current.size, current.digest,
-                                     unchanged=True)
-                commit = store.land(agent, self._email(agent),
-                                    [Landing(path, parent, staged, blob)],
-                                    op=op, summary=summary or f"{op} {path}", forced=force)
-            # Outside the lock: other commits proceed while this one becomes durable;
-            # the caller is answered only after the directory entry is on disk.
-            os.fsync(parent)
-        finally:
-            os.close(parent)
-        self._notify(path)
-        return Committed(path, staged.digest, staged.size,
-                         None if current is None else current.digest, commit)
+        git = str(pygit2.hash(data)) if store.history is not None else None
+        ticket = Ticket(REPLACE, agent, self._email(agent), path, -1, op,
+                        summary or f"{op} {path}", data=data, git=git, expected=expected,
+                        force=force, create_freely=create_freely, precondition=precondition,
+                        delegate=current_delegate())
+        self._submit(ticket, create=True)
+        return self._committed(ticket)
 
     def _append(self, agent: str, path: MemPath, data: bytes,
                 precondition: Precondition | None) -> Committed:
-        """Append under the store lock, so no concurrent append is lost. An existing
-        file grows in place (the cost is that of ``data``, not of the file; see
-        Store.append in store.py); a missing one is created like a write."""
-        store = self._stores[path.store]
-        parent = self._made_parent(agent, path, precondition)
-        name = path.parts[-1]
-        with backing.closing_fd(parent):
-            with store.locked():
-                fd = backing.open_for_append(parent, name)
-                if fd is None:
-                    self._check(agent, path, None, None, precondition, force=True)
-                    blob = store.blob(data)
-                    with self._staging.stage(data, agent, _hex(blob)) as staged:
-                        commit = store.land(agent, self._email(agent),
-                                            [Landing(path, parent, staged, blob)],
-                                            op="append", summary=f"append {path}")
-                    digest, size, previous = staged.digest, staged.size, None
-                else:
-                    with backing.closing_fd(fd):
-                        old = version_of(fd)
-                        self._check(agent, path, old, None, precondition, force=True)
-                        if not data:  # nothing to add: no landing, no commit
-                            return Committed(path, old.digest, old.size, old.digest,
-                                             unchanged=True)
-                        self._check_size(old.size + len(data))
-                        # The appender knows the whole new file only if it had the old one.
-                        knew = self.seen.get(agent, path) == old.digest
-                        digest = appended_digest(fd, old, data)
-                        commit = store.append(agent, self._email(agent), path, fd, old, data,
-                                              digest, record=knew)
-                    size, previous = old.size + len(data), old.digest
-            if previous is None:
-                os.fsync(parent)  # a new name: the directory entry must be durable too
-        self._notify(path)
-        return Committed(path, digest, size, previous, commit)
+        """Append in the store's next batch, so no concurrent append is lost. An
+        existing file grows in place (the cost is that of ``data``, not of the file;
+        the appends of a batch to one file are written at once); a missing one is
+        created like a write."""
+        ticket = Ticket(APPEND, agent, self._email(agent), path, -1, "append",
+                        f"append {path}", data=data, precondition=precondition,
+                        delegate=current_delegate())
+        self._submit(ticket, create=True)
+        return self._committed(ticket)
+
+    def _submit(self, ticket: Ticket, *, create: bool) -> None:
+        """Queue ``ticket`` in its store's next batch and wait for its answer, with
+        the folder of its file open (``create``: made if missing)."""
+        path = ticket.path
+        if create:
+            ticket.parent = self._made_parent(ticket.agent, path, ticket.precondition)
+        else:
+            ticket.parent = self._parent(path, create=False)
+        try:
+            self._queues[path.store].submit(ticket)
+        finally:
+            os.close(ticket.parent)
+            if ticket.staged is not None:
+                self._staging.discard(ticket.staged)
+
+    def _committed(self, ticket: Ticket) -> Committed:
+        """What an answered ticket says, or its error raised."""
+        if ticket.error is not None:
+            raise ticket.error
+        if ticket.missing:
+            raise self._not_found(ticket.path)
+        assert ticket.digest is not None
+        return Committed(ticket.path, ticket.digest, ticket.size, ticket.previous,
+                         ticket.commit, ticket.unchanged)
 
     def _notify(self, path: MemPath) -> None:
         for listener in self.commit_listeners:
@@ -729,20 +693,6 @@ class Engine:
 
 
 # -- helpers -------------------------------------------------------------------------
-
-
-@backing.retry_stale
-def _read_version_at(parent: int, name: str) -> tuple[Version | None, bytes]:
-    """The version and bytes of ``name`` (None and b"" when it does not exist)."""
-    opened = backing.open_regular_stat(parent, name)
-    if opened is None:
-        return None, b""
-    fd, st = opened
-    try:
-        version = version_of(fd, st)
-        return version, backing.read_all(fd, version.size)
-    finally:
-        os.close(fd)
 
 
 @backing.retry_stale

@@ -6,11 +6,11 @@ table of what each code is at every edge); the FUSE view turns them into errnos.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from types import TracebackType
 
 from memfs.errors import MemfsError
 
@@ -72,17 +72,25 @@ class NoSpace(MemfsError):
     code = "no_space"
 
 
-@contextlib.contextmanager
-def refused_when_full(what: str = "") -> Iterator[None]:
+class refused_when_full:  # used as a function: with refused_when_full():
     """Raise NoSpace for an ENOSPC or EDQUOT inside (``what``: what was not done, for
-    the message). Wrap only steps after which nothing has changed yet."""
-    try:
-        yield
-    except OSError as error:
-        if error.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
-        raise NoSpace(f"the memory's disk is full ({os.strerror(error.errno)})"
-                      f"{': ' + what if what else ''}; nothing was changed") from error
+    the message). Wrap only steps after which nothing has changed yet. (A class, not a
+    generator: it wraps several system calls of every write.)"""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str = "") -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpace(f"the memory's disk is full ({os.strerror(error.errno)})"
+                          f"{': ' + self.what if self.what else ''}; nothing was changed"
+                          ) from error
 
 
 @dataclass(frozen=True, slots=True)

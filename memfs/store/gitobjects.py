@@ -27,6 +27,7 @@ import hashlib
 import os
 import secrets
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pygit2
@@ -56,14 +57,29 @@ class LooseWriter(pygit2.OdbBackend):
         # and the trees along its paths, which are exactly these (saves reading them
         # back from disk, several file operations each).
         self._recent: LRU[str, tuple[int, bytes]] = LRU(RECENT)
+        # While `collecting`: the objects written, kept here for one pack (see pack).
+        self._collected: dict[str, tuple[int, bytes]] | None = None
 
     def _path(self, oid: pygit2.Oid) -> str:
         text = str(oid)
         return f"{self._objects}/{text[:2]}/{text[2:]}"
 
+    @contextlib.contextmanager
+    def collecting(self) -> Iterator[dict[str, tuple[int, bytes]]]:
+        """Within, objects are kept in the dict yielded (id -> (kind, data)), not
+        written: the caller writes them as one pack (`write_pack`)."""
+        self._collected = {}
+        try:
+            yield self._collected
+        finally:
+            self._collected = None
+
     def write_cb(self, oid: pygit2.Oid, data: bytes, kind: int) -> None:
         if kind != _KIND.BLOB:
             self._recent.put(str(oid), (kind, data))
+        if self._collected is not None:
+            self._collected[str(oid)] = (kind, data)
+            return None
         path = self._path(oid)
         raw = TYPES[kind] + b" %d\0" % len(data) + data
         body = deflate(raw)
@@ -105,9 +121,14 @@ class LooseWriter(pygit2.OdbBackend):
 
     def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
         recent = self._recent.get(str(oid))
+        if recent is None and self._collected is not None:
+            recent = self._collected.get(str(oid))
         return recent if recent is not None else self._reader.read(oid)
 
     def read_header_cb(self, oid: pygit2.Oid) -> tuple[int, int]:
+        if self._collected is not None and str(oid) in self._collected:
+            kind, data = self._collected[str(oid)]
+            return kind, len(data)
         return self._reader.read_header(oid)
 
     def read_prefix_cb(self, oid: pygit2.Oid) -> tuple[int, bytes, pygit2.Oid]:
@@ -132,6 +153,86 @@ def deflate(raw: bytes) -> bytes:
     wbits = min(15, max(9, len(raw).bit_length()))
     compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, wbits, wbits - 7)
     return compressor.compress(raw) + compressor.flush()
+
+
+PACK_TYPES: dict[int, int] = {_KIND.COMMIT: 1, _KIND.TREE: 2, _KIND.BLOB: 3, _KIND.TAG: 4}
+LARGE_OFFSET = 0x80000000  # in a pack index: the offset is in the table of 8-byte ones
+
+
+def write_pack(directory: str, objects: dict[str, tuple[int, bytes]], *,
+               sync: bool = False) -> str:
+    """Write ``objects`` (id -> (kind, data)) as one pack and its index (git's formats:
+    version 2, each object whole, zlib at LEVEL) in ``directory`` (``objects/pack``);
+    returns the index's path. Both are written under temporary names (git's
+    ``tmp_pack_``/``tmp_idx_``: `packs.tidy` removes those a kill left) and renamed
+    into place, the index last, so that a reader, which finds packs by their index,
+    never sees half of one. ``sync``: each is fsynced before its rename, and the
+    directory after (a shared file system; else the caller makes them durable)."""
+    entries = sorted(objects.items())
+    parts = [b"PACK", (2).to_bytes(4, "big"), len(entries).to_bytes(4, "big")]
+    offset = 12
+    table = []  # (id, crc, offset), in id order
+    for oid, (kind, data) in entries:
+        size = len(data)
+        header = bytearray([(PACK_TYPES[kind] << 4) | (size & 0x0F)])
+        size >>= 4
+        while size:
+            header[-1] |= 0x80
+            header.append(size & 0x7F)
+            size >>= 7
+        body = deflate(data)
+        table.append((bytes.fromhex(oid), zlib.crc32(body, zlib.crc32(header)), offset))
+        parts += [bytes(header), body]
+        offset += len(header) + len(body)
+    pack = b"".join(parts)
+    checksum = hashlib.sha1(pack).digest()
+    pack += checksum
+    fanout = [0] * 256
+    for oid_bytes, _, _ in table:
+        fanout[oid_bytes[0]] += 1
+    for n in range(1, 256):
+        fanout[n] += fanout[n - 1]
+    large = [at for _, _, at in table if at >= LARGE_OFFSET]
+    offsets, next_large = [], 0
+    for _, _, at in table:
+        if at >= LARGE_OFFSET:
+            offsets.append((LARGE_OFFSET | next_large).to_bytes(4, "big"))
+            next_large += 1
+        else:
+            offsets.append(at.to_bytes(4, "big"))
+    index = b"".join([b"\377tOc", (2).to_bytes(4, "big"),
+                      *(n.to_bytes(4, "big") for n in fanout),
+                      *(oid_bytes for oid_bytes, _, _ in table),
+                      *(crc.to_bytes(4, "big") for _, crc, _ in table),
+                      *offsets, *(at.to_bytes(8, "big") for at in large), checksum])
+    index += hashlib.sha1(index).digest()
+    token = secrets.token_hex(8)
+    name = f"{directory}/pack-{checksum.hex()}"
+    temporary = [f"{directory}/tmp_pack_{token}", f"{directory}/tmp_idx_{token}"]
+    try:
+        for path, content in zip(temporary, (pack, index), strict=True):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+            try:
+                crashpoints.reached("history.object-open")
+                _write_all(fd, content)
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        os.rename(temporary[0], f"{name}.pack")
+        os.rename(temporary[1], f"{name}.idx")
+    except BaseException:
+        for path in temporary:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        raise
+    if sync:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return f"{name}.idx"
 
 
 def _write_all(fd: int, body: bytes) -> None:
@@ -204,21 +305,23 @@ def _replace(path: str, body: bytes, *, sync: bool) -> None:
     return None
 
 
-def writer_repository(path: str, *, sync: bool = False) -> pygit2.Repository:
+def writer_repository(path: str, *, sync: bool = False) -> tuple[pygit2.Repository,
+                                                                   LooseWriter]:
     """A Repository of the bare repository at ``path`` whose writes go through
-    `LooseWriter` (for the history's commits); its reads use libgit2's backends.
-    ``sync``: fsync each object as it is written (a shared file system: another host
-    reads it as soon as the ref names it, and a network file system may hold written
-    data back until then)."""
+    `LooseWriter` (for the history's commits), and that writer; its reads use
+    libgit2's backends. ``sync``: fsync each object as it is written (a shared file
+    system: another host reads it as soon as the ref names it, and a network file
+    system may hold written data back until then)."""
     objects = os.path.join(path, "objects")
     reader = pygit2.Odb()
     reader.add_backend(pygit2.OdbBackendLoose(objects, 1, False), 1)
     reader.add_backend(pygit2.OdbBackendPack(objects), 2)
+    writer = LooseWriter(objects, reader, sync=sync)
     odb = pygit2.Odb()
-    odb.add_backend(LooseWriter(objects, reader, sync=sync), 1)
+    odb.add_backend(writer, 1)
     repo = pygit2.Repository(path)
     repo.set_odb(odb)
-    return repo
+    return repo, writer
 
 
 def write_ref(repo_path: str, ref: str, oid: str, *, shared: bool = False) -> None:

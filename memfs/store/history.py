@@ -18,24 +18,29 @@ of ``main`` and the files as a ``recover:`` commit by memfs (a crash between a r
 and its commit, an operator's change in the backing directory); a missing or
 unreadable repository is rebuilt from the files.
 
-Durability. Objects and the ref are written without fsync (one fsync per object
-would cost more than the change itself); `sync` (the daemon calls it every second
-after commits) makes them durable with one ``syncfs`` and then notes the head as
-durable. A kill of the daemon loses nothing (the kernel has the writes) and leaves no
-partial object (each is linked under its name once written); after a power loss,
-commits of the last second may be gone or damaged: the repository falls back to the
-durable head and `recover` records what differs as one ``recover:`` commit.
+Durability. The commits of a batch of changes (memfs/store/landing.py) are built in
+memory and written as one pack (`prepare_batch`), which the batch's flush makes durable
+with its files before any of them is acknowledged (`made_durable` notes their head).
+Other commits (``recover:`` ones, the memory model's operations) are written as loose
+objects and the ref without fsync (one fsync per object would cost more than the change
+itself); `sync` (the daemon calls it every second after commits) makes them durable
+with one ``syncfs`` and then notes the head as durable. A kill of the daemon loses
+nothing (the kernel has the writes) and leaves no partial object or pack (each is
+named once written); after a power loss, commits not yet durable may be gone or
+damaged: the repository falls back to the durable head and `recover` records what
+differs as one ``recover:`` commit.
 
-Objects are written by memfs/store/gitobjects.py (an unnamed file linked into place)
-and the ref is rewritten in place on a local disk: a few file operations per commit.
-On a shared file system each object and the ref are fsynced and the ref replaced by a
-rename, so that the next commit, possibly on another host, builds on this one.
+Loose objects are written by memfs/store/gitobjects.py (an unnamed file linked into
+place) and the ref is rewritten in place on a local disk: a few file operations per
+commit. On a shared file system each object, pack and the ref are fsynced and the ref
+replaced by a rename, so that the next commit, possibly on another host, builds on
+this one.
 
 Loose objects are packed by `pack`, which the daemon calls in a worker thread, outside
 the store lock (packed objects are immutable, so writers go on), at its first
-maintenance and then every PACK_AFTER objects; it also removes what crashes left, and
-merges packs so that there are at most about log2(objects / PACK_AFTER) + 1 of them
-(memfs/store/packs.py).
+maintenance and then every PACK_AFTER objects or PACKS_BEFORE_MERGE packs of batches;
+it also removes what crashes left, and merges packs so that there are at most about
+log2(objects / PACK_AFTER) + 1 of them (memfs/store/packs.py).
 """
 
 from __future__ import annotations
@@ -63,15 +68,18 @@ from memfs.store.gitobjects import (
     intact,
     on_shared_filesystem,
     temporary_name,
+    write_pack,
     write_ref,
     writer_repository,
 )
+from memfs.store.syscalls import syncfs
 
 log = logging.getLogger("memfs.history")
 
 REF = "refs/heads/main"
 COMMITTER = ("memfs", "memfs@memfs.invalid")
 PACK_AFTER = 4096  # loose objects written before `pack` packs them
+PACKS_BEFORE_MERGE = 32  # packs of batches written before `pack` merges the small ones
 PACK_RETRY = 60.0  # seconds before packing is tried again after it failed
 STALE = 3600.0  # seconds after which a temporary file is a kill's leftover
 PACK_LOCK = "memfs-pack.lock"  # in the repository: one daemon packs it at a time
@@ -118,6 +126,17 @@ class Change:
 
     rel: str
     blob: pygit2.Oid | None
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One commit of a batch (`StoreHistory.prepare_batch`): its paths' new bytes (None:
+    the file was deleted), its author and message."""
+
+    changes: list[tuple[str, bytes | None]]
+    author: str
+    email: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -231,6 +250,8 @@ class StoreHistory:
         self._generation = 0  # bumped when packs are removed (see _reader)
         self._first_pack = True  # no packing since start
         self._dirty = False  # commits made since the last sync
+        self._packs = 0  # packs written by batches since the last packing
+        self._durable: str | None = None  # a head made durable since the last sync
         self._durable_file = path.with_suffix(".durable")
         # The writing Repository goes through a Python object database backend
         # (gitobjects.LooseWriter): libgit2 calling back into Python from several
@@ -255,7 +276,9 @@ class StoreHistory:
             if not pygit2.Repository(str(self.path)).is_bare:
                 raise HistoryError(f"{self.path} is not a bare repository")
             self._sync = on_shared_filesystem(str(self.path))
-            return writer_repository(str(self.path), sync=self._sync)
+            (self.path / "objects" / "pack").mkdir(parents=True, exist_ok=True)
+            repo, self._writer = writer_repository(str(self.path), sync=self._sync)
+            return repo
         except (pygit2.GitError, KeyError, ValueError) as error:
             raise HistoryError(f"cannot open {self.path}: {error}") from error
 
@@ -330,6 +353,40 @@ class StoreHistory:
         nothing to undo. Raises HistoryError (NoSpace: the file system is full)."""
         with self._writing:
             return self._prepare(changes, author, email, message, None, parent)
+
+    def prepare_batch(self, planned: list[Planned], *, parent: str | None) -> list[str]:
+        """Write the commits of ``planned`` in order, each on the previous one (the
+        first on ``parent``, ``main``'s head as the caller just read it), blobs and
+        trees too, as **one pack** (memfs/store/gitobjects.py: write_pack), without
+        moving ``main``; returns their ids. Built in memory, so a change's commit costs
+        no file of its own, and nothing is written if it fails. Raises HistoryError
+        (NoSpace: the file system is full)."""
+        ids: list[str] = []
+        with self._writing:
+            written = self._written  # objects counted for packing are loose ones only
+            try:
+                with self._writer.collecting() as objects:
+                    head = parent
+                    for commit in planned:
+                        changes = [Change(rel, None if data is None
+                                          else self._repo.create_blob(data))
+                                   for rel, data in commit.changes]
+                        head = self._prepare(changes, commit.author, commit.email,
+                                             commit.message, None, head)
+                        ids.append(head)
+                    write_pack(str(self.path / "objects" / "pack"), objects,
+                               sync=self._sync)
+            except (pygit2.GitError, OSError, KeyError) as error:
+                raise _write_error(self.store, error) from error
+            finally:
+                self._written = written
+            self._packs += 1
+        return ids
+
+    def made_durable(self, oid: str) -> None:
+        """Note that the commit ``oid`` (and all before it) is on disk: the next
+        `sync` records it as the durable head without a flush of its own."""
+        self._durable = oid
 
     def advance(self, oid: str) -> None:
         """Point ``main`` at ``oid``, a commit `prepare` made on ``main``'s head (the
@@ -458,20 +515,28 @@ class StoreHistory:
 
     def sync(self) -> None:
         """Make every commit so far durable (one syncfs of the history's filesystem),
-        then note ``main`` as the durable head."""
+        then note ``main`` as the durable head; or, when all since the last sync were
+        made durable with their changes (`made_durable`), note that head."""
         if not self._dirty:
+            if self._durable is not None:
+                self._note_durable(self._durable)
+                self._durable = None
             return
         self._dirty = False
+        self._durable = None
         head = self.head(self._reader())
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            os.syncfs(fd) if hasattr(os, "syncfs") else os.sync()
+            syncfs(fd)
         finally:
             os.close(fd)
         if head is not None:
-            temporary = Path(temporary_name(str(self._durable_file)))  # hosts share it
-            temporary.write_text(str(head.id) + "\n")
-            os.replace(temporary, self._durable_file)  # durable with the next sync
+            self._note_durable(str(head.id))
+
+    def _note_durable(self, head: str) -> None:
+        temporary = Path(temporary_name(str(self._durable_file)))  # hosts share it
+        temporary.write_text(head + "\n")
+        os.replace(temporary, self._durable_file)  # durable with the next sync
 
     def durable_head(self) -> str | None:
         with contextlib.suppress(OSError):
@@ -490,8 +555,10 @@ class StoreHistory:
         write_ref(str(self.path), REF, str(pygit2.Oid(hex=rev)), shared=self._sync)
 
     def needs_pack(self) -> bool:
-        """True at start and after PACK_AFTER objects (a minute after a failure)."""
-        return self._written >= PACK_AFTER and time.monotonic() >= self._retry_at
+        """True at start, after PACK_AFTER loose objects and after PACKS_BEFORE_MERGE
+        packs of batches (a minute after a failure)."""
+        return ((self._written >= PACK_AFTER or self._packs > PACKS_BEFORE_MERGE)
+                and time.monotonic() >= self._retry_at)
 
     def pack(self) -> int:
         """Pack the loose objects into new packs of at most PACK_AFTER objects each,
@@ -522,6 +589,7 @@ class StoreHistory:
 
     def _pack(self) -> int:
         self._written = 0
+        self._packs = 0
         objects = self.path / "objects"
         directory = objects / "pack"
         stale = time.time() - STALE
@@ -586,7 +654,7 @@ class StoreHistory:
         """Reopen the Repository objects, which keep removed packs open (see _reader)."""
         self._generation += 1
         with self._writing:
-            self._repo = writer_repository(str(self.path), sync=self._sync)
+            self._repo, self._writer = writer_repository(str(self.path), sync=self._sync)
 
     # -- reading (any thread) ------------------------------------------------------------
 

@@ -30,8 +30,9 @@ class MemPath:
     store: str
     parts: tuple[str, ...]
 
-    @property
+    @functools.cached_property
     def rel(self) -> str:
+        """The path below the store, ``a/b.md`` (kept: a change's landing asks often)."""
         return "/".join(self.parts)
 
     @functools.cached_property

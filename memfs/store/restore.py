@@ -35,6 +35,7 @@ from memfs.store.gitcli import GitRunner
 from memfs.store.history import StoreHistory, named_path
 from memfs.store.mirror import REF, StoreMirror, shown
 from memfs.store.paths import parse_path
+from memfs.store.syscalls import syncfs
 from memfs.store.versions import digest_bytes, stamp
 
 log = logging.getLogger("memfs.mirror")
@@ -282,6 +283,6 @@ def _sync(state: Path) -> None:
     fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         with contextlib.suppress(OSError):
-            os.syncfs(fd) if hasattr(os, "syncfs") else os.sync()
+            syncfs(fd)
     finally:
         os.close(fd)

@@ -41,8 +41,10 @@ import blake3
 from memfs.store.errors import LastWrite
 from memfs.store.lru import LRU
 from memfs.store.paths import MemPath
+from memfs.store.syscalls import getxattr
 
 XATTR = "user.memfs.version"
+_XATTR = XATTR.encode()
 APPENDING = "user.memfs.appending"  # the size before an append in place under way
 CHUNK = 1024 * 1024
 HASH_ATTEMPTS = 4  # a file that keeps changing while hashed: times it is looked at again
@@ -258,7 +260,7 @@ def _recorded(fd: int, st: os.stat_result, remember: bool) -> Version | None:
                 return known
     record = None
     with contextlib.suppress(OSError):
-        record = _parse_record(os.getxattr(fd, XATTR))
+        record = _parse_record(getxattr(fd, _XATTR))
     if record is None:
         return None
     if record[1] == st.st_size and record[2] == st.st_mtime_ns:

@@ -281,3 +281,97 @@ def test_what_libgit2_keeps_of_the_history_is_bounded() -> None:
     assert pygit2.option(option.GET_CACHED_MEMORY)[1] == 16 << 20
     assert pygit2.option(option.GET_MWINDOW_MAPPED_LIMIT) == 64 << 20
     assert pygit2.option(option.GET_MWINDOW_FILE_LIMIT) == 128
+
+
+def verify_packs(repo: Path) -> None:
+    """`git verify-pack` checks each pack and its index whole (an object twice in one
+    pack fails it, which `git fsck` lets pass)."""
+    for index in (repo / "objects" / "pack").glob("*.idx"):
+        done = subprocess.run(["git", "verify-pack", str(index)], capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr + done.stdout
+
+
+def test_a_batch_is_one_pack_that_git_reads(tmp_path: Path) -> None:
+    """A batch's commits are written as one pack (gitobjects.write_pack), nothing
+    loose: git reads every commit, tree and blob, and checks the pack and index."""
+    history = StoreHistory(repo_path(tmp_path, "notes"), "notes")
+    big = os.urandom(200_000)
+    planned = [history_module.Planned([("a/one.md", b"one\n")], "alice", "alice@x.invalid",
+                                      "write notes/a/one.md\n"),
+               history_module.Planned([("big.bin", big)], "bob", "bob@x.invalid",
+                                      "write notes/big.bin\n"),
+               history_module.Planned([("a/one.md", None)], "alice", "alice@x.invalid",
+                                      "delete notes/a/one.md\n")]
+    ids = history.prepare_batch(planned, parent=None)
+    assert loose_files(tmp_path, "notes") == []
+    assert len(pack_ids(tmp_path, "notes")) == 1
+    history.advance(ids[-1])
+    made = commits(tmp_path, "notes")
+    assert [str(c.id) for c in made] == ids[::-1]
+    assert [c.author.name for c in made] == ["alice", "bob", "alice"]
+    assert tree_files(made[1]) == {"a/one.md": b"one\n", "big.bin": big}
+    assert tree_files(made[0]) == {"big.bin": big}
+    verify_packs(repo_path(tmp_path, "notes"))
+    assert_valid_git(tmp_path, "notes")
+
+
+def test_a_merge_keeps_each_object_once(tmp_path: Path) -> None:
+    """Batches may repeat objects some pack holds (the same bytes written again, and
+    then the same trees): the merged pack holds each object once, also where the packs
+    hold deltas (libgit2's packs of loose objects: a delta's base is never left out,
+    nor an entry a delta reaches across), and git checks every pack and reads every
+    version."""
+    history = StoreHistory(repo_path(tmp_path, "notes"), "notes")
+    base = os.urandom(30_000)
+    versions = [base + b"edit %d\n" % n for n in range(6)]  # similar: libgit2 deltifies
+    for n, data in enumerate(versions[:3]):  # loose, then packed with deltas
+        history.commit([Change("doc.md", history.blob(data))], author="alice",
+                       email="alice@x.invalid", message=f"write notes/doc.md {n}\n")
+    history.pack()
+    (deltas,) = (repo_path(tmp_path, "notes") / "objects" / "pack").glob("*.idx")
+    shown = subprocess.run(["git", "verify-pack", "-v", str(deltas)], capture_output=True,
+                           text=True, check=True).stdout
+    assert "chain length = 1" in shown  # the pack holds deltas
+    head = history.head_id()
+    # Each batch rewrites earlier bytes: its blobs (and trees) are in other packs too.
+    for data in [versions[0], versions[3], versions[1], versions[3], versions[2]]:
+        planned = [history_module.Planned([("doc.md", data)], "bob", "bob@x.invalid",
+                                          "write notes/doc.md\n")]
+        head = history.prepare_batch(planned, parent=head)[-1]
+        history.advance(head)
+    listed = packs.listed(repo_path(tmp_path, "notes") / "objects" / "pack")
+    assert len(listed) == 6
+    ids = [oid for found in pack_ids(tmp_path, "notes") for oid in found]
+    assert len(ids) > len(set(ids))  # objects in several packs
+    packs.merge(listed, repo_path(tmp_path, "notes") / history_module.MERGE_RECORD)
+    packs.finish(repo_path(tmp_path, "notes") / history_module.MERGE_RECORD,
+                 listed[0].index.parent)
+    merged = pack_ids(tmp_path, "notes")
+    assert len(merged) == 1 and len(merged[0]) == len(set(ids))
+    verify_packs(repo_path(tmp_path, "notes"))
+    assert_valid_git(tmp_path, "notes")
+    contents = [tree_files(c)["doc.md"] for c in commits(tmp_path, "notes")]
+    assert contents == [versions[n] for n in (2, 3, 1, 3, 0, 2, 1, 0)]
+
+
+def test_the_packs_of_batches_are_merged_once_many(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each batch writes a small pack; once PACKS_BEFORE_MERGE were written the
+    history asks to be packed, and the maintenance merges them."""
+    monkeypatch.setattr(history_module, "MERGE_GRACE", 0.0)  # no reader lags behind here
+    history = StoreHistory(repo_path(tmp_path, "notes"), "notes")
+    maintain(history)  # the first maintenance (start-up) is done
+    head = None
+    for n in range(history_module.PACKS_BEFORE_MERGE + 1):
+        assert not history.needs_pack(), n
+        planned = [history_module.Planned([(f"f{n % 7}.md", b"batch %d\n" % n)], "alice",
+                                          "alice@x.invalid", "write\n")]
+        head = history.prepare_batch(planned, parent=head)[-1]
+        history.advance(head)
+    assert history.needs_pack()
+    assert len(pack_ids(tmp_path, "notes")) == history_module.PACKS_BEFORE_MERGE + 1
+    maintain(history)
+    assert len(pack_ids(tmp_path, "notes")) <= 2
+    assert len(commits(tmp_path, "notes")) == history_module.PACKS_BEFORE_MERGE + 1
+    assert_valid_git(tmp_path, "notes")

@@ -34,7 +34,16 @@ from tests.store.history.gitcheck import (
     trailers,
     tree_files,
 )
-from tests.support import UID_A, Daemon, connect_as, killed_at, public_tmpdir, scaled
+from tests.support import (
+    UID_A,
+    Daemon,
+    as_euid,
+    connect_as,
+    daemon_ids,
+    killed_at,
+    public_tmpdir,
+    scaled,
+)
 
 
 def started(config: dict[str, object]) -> Daemon:
@@ -286,6 +295,12 @@ def test_what_kills_left_in_the_objects_is_removed_and_the_rest_packed() -> None
     with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
         for n in range(20):
             alice.write(f"notes/kept/{n}.md", f"kept {n}\n")
+    # Changes are written in packs; recover: commits (and older versions' commits) are
+    # written as loose objects, as here, by the daemon's user.
+    with as_euid(daemon_ids()[0]):
+        history = StoreHistory(repo_path(root, "notes"), "notes")
+        for n in range(45):
+            history.blob(b"left loose %d\n" % n)
     objects = repo_path(root, "notes") / "objects"
     left = loose_files(root, "notes")
     assert len(left) > 40  # loose objects an earlier daemon left (fewer than PACK_AFTER)
