@@ -156,7 +156,8 @@ def test_a_claim_names_only_an_open_session_of_its_own(team: Team) -> None:
     team.alice.call("session_handoff", store="team", session=closed, summary="s", next="n")
     task = team.new_task()
     before = team.alice.call("task_show", store="team", task=task)
-    for session, code in ((bobs, "permission_denied"), ("2026-01-01-alice-ffff", "permission_denied"),
+    for session, code in ((bobs, "permission_denied"),
+                          ("2026-01-01-alice-ffff", "permission_denied"),
                           (closed, "closed"), ("not an id", "invalid")):
         assert call(team.alice, "task_claim", task, session=session) == code, session
     assert team.alice.call("task_show", store="team", task=task) == before  # unchanged
