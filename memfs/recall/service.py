@@ -56,6 +56,7 @@ PEEK_BYTES = 1 << 20  # of each file found, this much is searched for its best l
 CHUNK = 512  # files a catch-up handles between two looks at the queued changes
 FRESH_WAIT = 30.0  # seconds a query waits for the changes before it (else busy)
 FULL_RETRY_SECONDS = 5.0  # a full disk: how often the index tries again
+LOW_ROOM = 64 << 20  # bytes left under which a failed index write is taken for no room
 MAX_WINDOW = 2000  # matches taken from the index for one page
 
 
@@ -160,7 +161,7 @@ class Recall:
         try:
             index = RecallIndex(self.directory)
         except IndexFailed as error:
-            if error.disk_full:
+            if error.disk_full:  # (a broken one is made anew, whatever the room)
                 raise
             log.warning("recall: the index is unusable (%s): rebuilding it from the files",
                         error)
@@ -259,19 +260,23 @@ class Recall:
     def _apply(self, batch: dict[MemPath, int]) -> None:
         """Index the files of ``batch`` as they are now; commit if anything changed."""
         started = time.perf_counter()
-        try:
-            # None: a full disk closed it (a change landing says there may be room
-            # again: index it now, so that a recall after it finds it) or it could
-            # not be made at start; the catch-ups queued then read every file.
-            index = self._index or self._open()
-            touched = False
-            for path in batch:
-                if nameable(path.rel) and self._index_file(index, path):
-                    touched = True
-            if touched:
-                self._commit(index)
-        except IndexFailed as error:
-            self._broken(error)
+        for _attempt in range(2):  # again once in an index made anew: still fresh after
+            try:
+                # None: a full disk closed it (a change landing says there may be room
+                # again: index it now, so that a recall after it finds it) or it could
+                # not be made at start; the catch-ups queued then read every file.
+                index = self._index or self._open()
+                touched = False
+                for path in batch:
+                    if nameable(path.rel) and self._index_file(index, path):
+                        touched = True
+                if touched:
+                    self._commit(index)
+                break
+            except IndexFailed as error:
+                self._broken(error)
+                if self._full(error):
+                    break  # it waits for room; then the catch-ups read every file
         if self.observe is not None:
             self.observe("changes", time.perf_counter() - started)
 
@@ -308,6 +313,20 @@ class Recall:
                 raise
             raise IndexFailed(f"{index.directory}: {error!r}") from None
 
+    def _full(self, error: IndexFailed) -> bool:
+        """Whether ``error`` means no room rather than a broken index: it says so, or
+        the file system has less than LOW_ROOM left (tantivy reports an ENOSPC in its
+        worker threads only as "an index writer was killed"). Removing the index then
+        would free room a refused change could take; it is tried again instead, and a
+        really broken one is made anew when it is opened again."""
+        if error.disk_full:
+            return True
+        try:
+            st = os.statvfs(self._base)
+        except OSError:
+            return False
+        return st.f_bavail * st.f_frsize < LOW_ROOM
+
     def _broken(self, error: Exception) -> None:
         """The index failed in use: make it anew and catch every store up with it (on
         the indexer thread). The catch-ups under way or waiting are done again (a
@@ -315,7 +334,7 @@ class Recall:
         index: it is kept (removing it would free room the files need, and a change
         refused for lack of room would then land), and the stores are caught up with
         it once there is room again, tried every FULL_RETRY_SECONDS."""
-        full = isinstance(error, IndexFailed) and error.disk_full
+        full = isinstance(error, IndexFailed) and self._full(error)
         if full:
             if time.monotonic() >= self._full_logged + FULL_RETRY_SECONDS * 6:
                 self._full_logged = time.monotonic()
