@@ -81,8 +81,14 @@ def introduced(commit: pygit2.Commit) -> dict[str, str]:
 
 
 def git(root: Path, store: str, *args: str) -> str:
-    """Plain git on the store's repository, as its owner; its output."""
-    done = _git_as_owner(root, store, args)
+    """Plain git on the store's repository, as its owner; its output. Asked again (up
+    to three times in all) when a pack git listed was gone when it opened it: a live
+    daemon removes the packs it merged 10 s after the merge; a pack that stays
+    unreadable fails each time."""
+    for _attempt in range(3):
+        done = _git_as_owner(root, store, args)
+        if done.returncode == 0 or b"index not opened" not in done.stderr:
+            break
     assert done.returncode == 0, done.stderr
     return done.stdout.decode()
 
