@@ -326,16 +326,7 @@ def open_kept(store_fd: int, parts: tuple[str, ...], rel: bytes | None = None,
     fd = open_beneath(store_fd, parts, rel)
     if fd is None:
         return None
-    try:
-        st = os.fstat(fd)
-        if not is_kept(st):
-            st = settled_stat(fd, st)
-        if not is_kept(st):
-            raise InvalidInput(f"{'/'.join(parts)!r} {not_kept_reason(st)}")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st
+    return fd, _kept_stat(fd, "/".join(parts))
 
 
 @dataclass(frozen=True)

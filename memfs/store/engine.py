@@ -57,7 +57,7 @@ from memfs.store.seen import SeenRecords
 from memfs.store.staging import Staging
 from memfs.store.store import Landing, Store
 from memfs.store.unrecorded import UnrecordedReads
-from memfs.store.versions import FileInfo, Pinned, Version, version_of
+from memfs.store.versions import FileInfo, Pinned, Version, version_at, version_of
 
 
 @dataclass(frozen=True)
@@ -565,7 +565,7 @@ class Engine:
                     path = _mem_path(store, rel)
                     parent = self._parent(path, create=data is not None)
                     cleanup.callback(os.close, parent)
-                    _version_at(parent, path.parts[-1])  # a directory or symlink: refused now
+                    version_at(parent, path.parts[-1])  # a directory or symlink: refused now
                     if data is None:
                         landings.append(Landing(path, parent, None, record=False, forget=True))
                         continue
@@ -695,16 +695,6 @@ class Engine:
 # -- helpers -------------------------------------------------------------------------
 
 
-@backing.retry_stale
-def _version_at(parent: int, name: str) -> Version | None:
-    opened = backing.open_regular_stat(parent, name)
-    if opened is None:
-        return None
-    fd, st = opened
-    try:
-        return version_of(fd, st)
-    finally:
-        os.close(fd)
 
 
 def _hex(blob: pygit2.Oid | None) -> str | None:

@@ -68,6 +68,7 @@ from memfs.store.versions import (
     appended_digest,
     mark_appending,
     stamp,
+    version_at,
     version_of,
 )
 
@@ -263,7 +264,7 @@ class BatchLanding:
                 group.fd = fd
                 group.before = version_of(fd)
         else:
-            group.before = _version_at(first.parent, name)
+            group.before = version_at(first.parent, name)
         current = group.before
         after = 0  # steps of the group so far
         run: _Step | None = None
@@ -539,13 +540,3 @@ def _refusal(error: BaseException) -> BaseException:
     return error
 
 
-@backing.retry_stale
-def _version_at(parent: int, name: str) -> Version | None:
-    opened = backing.open_regular_stat(parent, name)
-    if opened is None:
-        return None
-    fd, st = opened
-    try:
-        return version_of(fd, st)
-    finally:
-        os.close(fd)

@@ -38,6 +38,7 @@ from typing import Any
 
 import blake3
 
+from memfs.store import backing
 from memfs.store.errors import LastWrite
 from memfs.store.lru import LRU
 from memfs.store.paths import MemPath
@@ -273,3 +274,17 @@ def _recorded(fd: int, st: os.stat_result, remember: bool) -> Version | None:
         # readers read only its bytes (its size bounds them).
         return Version(record[0], record[1], LastWrite(record[3], record[4]), record[5])
     return None
+
+
+@backing.retry_stale
+def version_at(parent: int, name: str) -> Version | None:
+    """The version of the file ``name`` in the folder ``parent``; None if there is no
+    such file. Raises InvalidInput for what memfs does not keep (backing.open_regular)."""
+    opened = backing.open_regular_stat(parent, name)
+    if opened is None:
+        return None
+    fd, st = opened
+    try:
+        return version_of(fd, st)
+    finally:
+        os.close(fd)
