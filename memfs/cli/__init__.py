@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from control.client import Client, MemfsClientError, default_socket
+from control.client import Client, MemfsClientError
 from control.client import jsonlite as jsonlite
 from memfs.errors import ERRORS, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
@@ -226,7 +226,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from control.mcp.server import main_mcp
 
-    return main_mcp(socket_path=args.socket or default_socket(), as_agent=args.as_agent,
+    return main_mcp(socket_path=args.socket, as_agent=args.as_agent,
                     http=args.mcp_http, local_dir=args.local_dir)
 
 

@@ -224,6 +224,10 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     stack.callback(control.close)
     if user is not None:
         privilege.drop(user)
+    if config.personal is not None and os.geteuid() == config.personal.owner:
+        # found from the uid alone too: MCP clients start `memfs mcp` without XDG_*
+        links = places.publish(str(config.socket))
+        stack.callback(places.unpublish, links, str(config.socket))
     jail = start_jail(config)  # under the service user: the jail needs no privilege
     stack.callback(jail.close)
     if any(spec.mirrors for spec in config.stores.values()):
