@@ -230,6 +230,32 @@ def cmd_mcp(args: argparse.Namespace) -> int:
                     http=args.mcp_http, local_dir=args.local_dir)
 
 
+def version() -> str:
+    """The installed memfs's version (its package metadata; ``memfs.__version__`` for
+    a checkout used without installing it)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("memfs")
+    except importlib.metadata.PackageNotFoundError:
+        import memfs
+
+        return memfs.__version__
+
+
+def _version_action() -> type[argparse.Action]:
+    import argparse
+
+    class Version(argparse.Action):
+        """``memfs --version``: computed only when asked (it reads package metadata)."""
+
+        def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+            print(f"memfs {version()}")
+            parser.exit()
+
+    return Version
+
+
 def _port(text: str) -> int:
     import argparse
 
@@ -317,6 +343,8 @@ def _parser(grep_help: bool = False) -> argparse.ArgumentParser:
         epilog="exit codes: 0 ok, 1 error, 2 usage/invalid, 3 conflict, "
                "4 permission denied, 5 not found, 6 disk full, 7 mirror push failed",
     )
+    parser.add_argument("--version", action=_version_action(), nargs=0, default=argparse.SUPPRESS,
+                        help="print memfs's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 help="what to do (memfs COMMAND --help: its own help)")
 

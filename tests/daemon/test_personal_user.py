@@ -260,3 +260,20 @@ async def test_no_daemon_is_refused_at_initialize_naming_the_places() -> None:
                 assert place in text, (mode, text)
         listed = user.run(["env", "-i", *MEMFS, "--agent", "lonely", "ls"])
         assert listed.returncode == 1 and b"memfs serve --personal" in listed.stderr
+
+
+def test_a_normal_user_has_memfs_on_its_path() -> None:
+    """What scripts/setup does (scripts/link-memfs) puts ``memfs`` on the login PATH of
+    a user made with useradd."""
+    assert "\nscripts/link-memfs\n" in (REPO / "scripts" / "setup").read_text()
+    linked = subprocess.run([str(REPO / "scripts" / "link-memfs")], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert linked.returncode == 0, linked.stderr
+    with real_user() as user:
+        login = subprocess.run(["su", "--login", user.name, "-c",
+                                "command -v memfs && memfs --version"],
+                               capture_output=True, text=True, timeout=scaled(60),
+                               env={"PATH": "/usr/bin:/bin"}, check=False)
+    assert login.returncode == 0, login.stderr
+    where, shown = login.stdout.splitlines()
+    assert where == "/usr/local/bin/memfs" and shown.startswith("memfs 0."), login.stdout
