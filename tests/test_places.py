@@ -186,3 +186,32 @@ def test_a_malformed_file_is_never_overwritten(tmp_path: Path) -> None:
     with pytest.raises(MemfsError, match="malformed"):
         agents.use("claude")
     assert (tmp_path / "agents.json").read_text() == "{not json"
+
+
+def test_a_name_is_lowercase_or_refused_with_the_folded_hint(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"are lowercase .*: use 'claude'"):
+        registry(tmp_path).use("Claude")
+    assert not (tmp_path / "agents.json").exists()
+
+
+def test_rename_and_retire_are_kept_on_disk(tmp_path: Path) -> None:
+    agents = registry(tmp_path)
+    agents.use("old", now=1.0)
+    agents.rename("old", "new", now=5.0)
+    data = json.loads((tmp_path / "agents.json").read_text())["agents"]
+    assert data["new"] == {"uid": 1000, "first_seen": 1.0, "last_seen": 5.0}
+    assert data["old"]["state"] == "renamed" and data["old"]["renamed_to"] == "new"
+    with pytest.raises(PermissionDenied, match="renamed to 'new'"):
+        registry(tmp_path).use("old")  # another daemon's registry sees it too
+    with pytest.raises(PermissionDenied, match="renamed to 'new'"):
+        agents.use("old")
+    with pytest.raises(InvalidInput, match="exists already"):
+        agents.rename("new", "old")
+    agents.retire("new", now=6.0)
+    with pytest.raises(PermissionDenied, match="retire new --undo"):
+        registry(tmp_path).use("new")
+    with pytest.raises(InvalidInput, match="is retired, not active"):
+        agents.retire("new")
+    agents.retire("new", undo=True)
+    assert registry(tmp_path).use("new", now=100.0).state == "active"
+    assert "state" not in json.loads((tmp_path / "agents.json").read_text())["agents"]["new"]
