@@ -224,6 +224,12 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    if getattr(args, "mcp_action", None) == "config":
+        from memfs.cli.mcpconfig import cmd_mcp_config
+
+        if args.agent and args.agent != args.agent.lower():
+            raise Usage(f"agent names are lowercase: use --agent {args.agent.lower()}")
+        return cmd_mcp_config(args)
     from control.mcp.server import main_mcp
 
     return main_mcp(socket_path=args.socket, as_agent=args.as_agent,
@@ -392,6 +398,17 @@ def _parser(grep_help: bool = False) -> argparse.ArgumentParser:
                      help=argparse.SUPPRESS)  # gone: says where
     mcp.add_argument("--local-dir", metavar="DIR",
                      help="confine storage_download/storage_upload to local files under DIR")
+    from memfs.cli.mcpconfig import CLIENTS
+
+    mcp_actions = mcp.add_subparsers(dest="mcp_action", metavar="ACTION",
+                                     help="none: serve MCP over stdio; `config CLIENT`: "
+                                          "print the snippet that plugs it into a client")
+    text = ("print the config snippet of an MCP client (the absolute path of memfs, the "
+            "daemon's socket and the agent's name baked in)")
+    config = mcp_actions.add_parser("config", parents=[_options("socket", "agent")],
+                                    help=text, description=text)
+    config.add_argument("client", choices=sorted(CLIENTS), metavar="CLIENT",
+                        help=f"one of {', '.join(sorted(CLIENTS))}")
     ls = add("ls", cmd_ls, "list files: STORE/PATH per line (globs with **)")
     ls.add_argument("globs", nargs="*", metavar="GLOB",
                     help="STORE/PATH globs: *, ?, [...] within a name, ** across folders "

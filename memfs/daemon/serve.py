@@ -520,7 +520,7 @@ memfs: your personal memory is served (stores: {stores}); root {config.root}
 {web_view(config, personal=True)}
 Each agent names itself on every call (a new name is registered on first use):
   memfs --agent claude ls          (or: export MEMFS_AGENT=claude)
-  claude mcp add memfs -- memfs mcp --agent claude
+  memfs mcp config claude          (or codex, gemini, cursor, vscode: its MCP config)
   memfs agent list
 Stop with Ctrl-C.
 """

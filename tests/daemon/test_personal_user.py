@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import time
+import tomllib
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,3 +278,22 @@ def test_a_normal_user_has_memfs_on_its_path() -> None:
     assert login.returncode == 0, login.stderr
     where, shown = login.stdout.splitlines()
     assert where == "/usr/local/bin/memfs" and shown.startswith("memfs 0."), login.stdout
+
+
+async def test_a_client_config_runs_as_it_is_in_the_sdks_default_environment(
+        setup: tuple[User, Any]) -> None:
+    """``memfs mcp config codex`` as the user: its command, run by the official SDK's
+    stdio client with the SDK's default environment (``env=None``), serves the user's
+    personal memory as agent codex."""
+    user, daemon = setup
+    printed = user.memfs("mcp", "config", "codex")
+    assert printed.returncode == 0, printed.stderr
+    server = tomllib.loads(printed.stdout.decode())["mcp_servers"]["memfs"]
+    assert server["args"] == ["mcp", "--socket", str(daemon.socket), "--agent", "codex"]
+    params = StdioServerParameters(
+        command=SETPRIV, args=[f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups",
+                               server["command"], *server["args"]], env=None)
+    async with McpClient(params, read_timeout_seconds=scaled(60)) as client:
+        assert "You are agent codex in memfs" in (client.instructions or "")
+        await call_ok(client, "storage_write", {"path": "notes/config.md", "content": "ok\n"})
+        assert "ok" in await call_ok(client, "storage_read", {"path": "notes/config.md"})
