@@ -131,8 +131,8 @@ def find_socket(given: str | None = None,
     if named:
         return named
     looked = candidates(None, env, uid)
-    for place in looked[:-1]:
-        if is_ours(place, uid):
+    for place in looked:
+        if place != SYSTEM_SOCKET and is_ours(place, uid):
             return place
     try:
         if stat.S_ISSOCK(os.stat(SYSTEM_SOCKET).st_mode):
