@@ -208,6 +208,7 @@ def test_rename_and_retire_are_kept_on_disk(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="exists already"):
         agents.rename("new", "old")
     agents.retire("new", now=6.0)
+    assert list(agents) == [] and "new" in agents and "old" in agents  # known, not listed
     with pytest.raises(PermissionDenied, match="retire new --undo"):
         registry(tmp_path).use("new")
     with pytest.raises(InvalidInput, match="is retired, not active"):

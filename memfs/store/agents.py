@@ -133,10 +133,13 @@ class AgentRegistry:
             return False
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._refresh()))
+        """The active names (the mount lists these; a retired or renamed one is still
+        ``in``: known, and refused with the reason when it acts)."""
+        return iter(sorted(name for name, record in self._refresh().items()
+                           if record.state == ACTIVE))
 
     def __len__(self) -> int:
-        return len(self._refresh())
+        return sum(1 for _ in self)
 
     def list(self) -> list[AgentRecord]:
         """Every registered agent, by name."""
