@@ -13,6 +13,12 @@ Stdlib ``os`` only: the CLI imports it on every command.
   own (`private_dir` refuses one that someone else made first).
 
 An XDG variable that is not an absolute path is ignored, as the XDG spec says.
+
+Found from the uid alone: an MCP client starts ``memfs mcp`` with a minimal environment
+(no ``XDG_RUNTIME_DIR``; ``env -i``: nothing at all), so the personal daemon also
+`publish`-es its socket at the places its uid alone names (``/run/user/UID/memfs/``
+when that runtime directory exists, ``/tmp/memfs-UID/``: a symlink in a private
+directory of the user's), and `find_socket` looks there (`candidates`).
 """
 
 from __future__ import annotations
@@ -53,17 +59,124 @@ def places(env: os._Environ[str] | dict[str, str] | None = None,
 
 
 def running_socket() -> str | None:
-    """The personal socket if there is one this user's daemon made: a socket in a
-    directory of this uid that nobody else may write to (else anyone could plant one
-    in /tmp/memfs-UID and read what the user sends); else None."""
+    """The personal socket if there is one this user's daemon made (`is_ours`) at
+    the place this environment names; else None."""
     path = socket_path()
+    return path if is_ours(path) else None
+
+
+def is_ours(path: str, uid: int | None = None) -> bool:
+    """Whether ``path`` is a socket this uid's daemon made or published: a socket, or
+    a symlink to one (`publish`), in a directory of this uid that nobody else may
+    write to (else anyone could plant one in /tmp/memfs-UID and read what the user
+    sends)."""
+    uid = os.getuid() if uid is None else uid
     try:
-        folder, sock = os.lstat(os.path.dirname(path)), os.lstat(path)
+        folder, entry = os.lstat(os.path.dirname(path)), os.lstat(path)
+        target = os.stat(path) if stat.S_ISLNK(entry.st_mode) else entry
     except OSError:
-        return None
-    ours = stat.S_ISDIR(folder.st_mode) and folder.st_uid == os.getuid() and \
+        return False
+    ours = stat.S_ISDIR(folder.st_mode) and folder.st_uid == uid and \
         not folder.st_mode & 0o022
-    return path if ours and stat.S_ISSOCK(sock.st_mode) else None
+    return ours and stat.S_ISSOCK(target.st_mode) and \
+        (target is entry or entry.st_uid == uid)
+
+
+SYSTEM_SOCKET = "/run/memfs/control.sock"
+
+
+class NoDaemon(Exception):
+    """No daemon's socket at any place looked; the message names each place and what
+    to set."""
+
+    def __init__(self, looked: list[str]) -> None:
+        self.looked = looked
+        super().__init__(
+            "no memfs daemon found: no control socket at " + ", ".join(looked) +
+            " (start your personal one with `memfs serve --personal`, or name the "
+            "daemon's socket with --socket PATH or MEMFS_SOCKET=PATH)")
+
+
+def uid_places(uid: int | None = None) -> list[str]:
+    """Where a personal daemon publishes its socket for a client that has no
+    environment: derived from the uid alone."""
+    uid = os.getuid() if uid is None else uid
+    return [f"/run/user/{uid}/memfs/control.sock", f"/tmp/memfs-{uid}/control.sock"]
+
+
+def candidates(given: str | None = None,
+               env: os._Environ[str] | dict[str, str] | None = None,
+               uid: int | None = None) -> list[str]:
+    """Every place `find_socket` looks, in order, without repeats: ``given`` (the
+    --socket option), ``MEMFS_SOCKET``, the personal socket under
+    ``XDG_RUNTIME_DIR``, those under ``/run/user/UID`` and ``/tmp/memfs-UID``, the
+    system daemon's ``/run/memfs/control.sock``."""
+    env = os.environ if env is None else env
+    runtime = _absolute(env.get("XDG_RUNTIME_DIR"))
+    found = [given, env.get("MEMFS_SOCKET") or None,
+             None if runtime is None else os.path.join(runtime, "memfs", "control.sock"),
+             *uid_places(uid), SYSTEM_SOCKET]
+    return list(dict.fromkeys(place for place in found if place))
+
+
+def find_socket(given: str | None = None,
+                env: os._Environ[str] | dict[str, str] | None = None,
+                uid: int | None = None) -> str:
+    """The control socket a client of uid ``uid`` should use: ``given`` or
+    ``MEMFS_SOCKET`` as they are (they always win); else this user's personal
+    daemon's (`is_ours`) at the first of `candidates` that has one; else the system
+    daemon's if there is a socket. Raises NoDaemon naming every place looked."""
+    env = os.environ if env is None else env
+    named = given or env.get("MEMFS_SOCKET")
+    if named:
+        return named
+    looked = candidates(None, env, uid)
+    for place in looked:
+        if place != SYSTEM_SOCKET and is_ours(place, uid):
+            return place
+    try:
+        if stat.S_ISSOCK(os.stat(SYSTEM_SOCKET).st_mode):
+            return SYSTEM_SOCKET
+    except OSError:
+        pass
+    raise NoDaemon(looked)
+
+
+def publish(socket: str, uid: int | None = None) -> list[str]:
+    """Make ``socket`` (a personal daemon's) findable from the uid alone: a symlink to
+    it at each of `uid_places` that is not the socket itself (``/run/user/UID`` only
+    when that directory exists and is this uid's), each in a private directory
+    (`private_dir`); a link left by an earlier daemon is replaced. Returns the links
+    made (for `unpublish`); a place that cannot be made is skipped."""
+    uid = os.getuid() if uid is None else uid
+    made = []
+    for place in uid_places(uid):
+        if os.path.abspath(place) == os.path.abspath(socket):
+            continue
+        folder = os.path.dirname(place)
+        runtime = os.path.dirname(folder)
+        try:
+            if runtime.startswith("/run/user/") and os.stat(runtime).st_uid != uid:
+                continue
+            private_dir(folder)
+            temporary = f"{place}.{os.getpid()}"
+            os.symlink(socket, temporary)
+            os.replace(temporary, place)  # atomically: a client never finds none
+        except (OSError, NotPrivate):
+            continue
+        made.append(place)
+    return made
+
+
+def unpublish(links: list[str], socket: str) -> None:
+    """Remove the links `publish` made that still lead to ``socket`` (another daemon
+    may have published its own since)."""
+    for link in links:
+        try:
+            if os.readlink(link) == socket:
+                os.unlink(link)
+        except OSError:
+            pass
 
 
 class NotPrivate(OSError):

@@ -67,6 +67,75 @@ def test_the_running_socket_is_found_only_in_a_directory_of_ours(
         assert personal.running_socket() is None
 
 
+def test_candidates_in_order_without_repeats() -> None:
+    env = {"MEMFS_SOCKET": "/s/env.sock", "XDG_RUNTIME_DIR": "/run/user/7"}
+    assert personal.candidates("/s/given.sock", env, uid=7) == [
+        "/s/given.sock", "/s/env.sock", "/run/user/7/memfs/control.sock",
+        "/tmp/memfs-7/control.sock", "/run/memfs/control.sock"]
+    assert personal.candidates(None, {}, uid=8) == [
+        "/run/user/8/memfs/control.sock", "/tmp/memfs-8/control.sock",
+        "/run/memfs/control.sock"]
+
+
+def test_the_given_socket_and_memfs_socket_always_win() -> None:
+    env = {"MEMFS_SOCKET": "/nowhere/env.sock"}
+    assert personal.find_socket("/nowhere/given.sock", env) == "/nowhere/given.sock"
+    assert personal.find_socket(None, env) == "/nowhere/env.sock"
+
+
+def test_no_daemon_names_every_place_and_what_to_set(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uid = 40000 + os.getpid() % 10000  # nobody's: no place of it exists
+    system = tmp_path / "system.sock"
+    monkeypatch.setattr(personal, "SYSTEM_SOCKET", str(system))
+    with pytest.raises(personal.NoDaemon) as caught:
+        personal.find_socket(None, {"XDG_RUNTIME_DIR": str(tmp_path)}, uid=uid)
+    message = str(caught.value)
+    for place in (f"{tmp_path}/memfs/control.sock", f"/run/user/{uid}/memfs/control.sock",
+                  f"/tmp/memfs-{uid}/control.sock", str(system),
+                  "memfs serve --personal", "MEMFS_SOCKET"):
+        assert place in message
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(system))  # the system daemon's: anyone's to try
+        assert personal.find_socket(None, {}, uid=uid) == str(system)
+
+
+def test_a_published_socket_is_found_from_the_uid_alone(tmp_path: Path) -> None:
+    """The daemon's socket in XDG_RUNTIME_DIR, published by a symlink in
+    /tmp/memfs-UID: found with no environment at all; the link goes with the daemon,
+    unless another daemon published its own meanwhile."""
+    uid = os.getuid()
+    private = f"/tmp/memfs-{uid}"
+    existed = os.path.exists(private)
+    folder = tmp_path / "memfs"
+    personal.private_dir(str(folder))
+    path = str(folder / "control.sock")
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(path)
+        listening.listen()
+        links = personal.publish(path)
+        try:
+            assert f"{private}/control.sock" in links
+            assert os.readlink(f"{private}/control.sock") == path
+            assert personal.find_socket(None, {}) == f"{private}/control.sock"
+            with socket.socket(socket.AF_UNIX) as client:
+                client.connect(personal.find_socket(None, {}))  # the link leads there
+            os.chmod(private, 0o777)  # anyone could have planted it: not ours
+            assert not personal.is_ours(f"{private}/control.sock")
+            os.chmod(private, 0o700)
+        finally:
+            personal.unpublish(links, path)
+        assert not os.path.lexists(f"{private}/control.sock")
+        links = personal.publish(path)
+        os.symlink("/elsewhere.sock", f"{private}/new")
+        os.replace(f"{private}/new", f"{private}/control.sock")  # a later daemon's
+        personal.unpublish(links, path)
+        assert os.readlink(f"{private}/control.sock") == "/elsewhere.sock"
+        os.unlink(f"{private}/control.sock")
+    if not existed:
+        os.rmdir(private)
+
+
 def registry(tmp_path: Path, owner: int = 1000) -> AgentRegistry:
     return AgentRegistry(tmp_path, owner)
 
@@ -117,3 +186,33 @@ def test_a_malformed_file_is_never_overwritten(tmp_path: Path) -> None:
     with pytest.raises(MemfsError, match="malformed"):
         agents.use("claude")
     assert (tmp_path / "agents.json").read_text() == "{not json"
+
+
+def test_a_name_is_lowercase_or_refused_with_the_folded_hint(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"are lowercase .*: use 'claude'"):
+        registry(tmp_path).use("Claude")
+    assert not (tmp_path / "agents.json").exists()
+
+
+def test_rename_and_retire_are_kept_on_disk(tmp_path: Path) -> None:
+    agents = registry(tmp_path)
+    agents.use("old", now=1.0)
+    agents.rename("old", "new", now=5.0)
+    data = json.loads((tmp_path / "agents.json").read_text())["agents"]
+    assert data["new"] == {"uid": 1000, "first_seen": 1.0, "last_seen": 5.0}
+    assert data["old"]["state"] == "renamed" and data["old"]["renamed_to"] == "new"
+    with pytest.raises(PermissionDenied, match="renamed to 'new'"):
+        registry(tmp_path).use("old")  # another daemon's registry sees it too
+    with pytest.raises(PermissionDenied, match="renamed to 'new'"):
+        agents.use("old")
+    with pytest.raises(InvalidInput, match="exists already"):
+        agents.rename("new", "old")
+    agents.retire("new", now=6.0)
+    assert list(agents) == [] and "new" in agents and "old" in agents  # known, not listed
+    with pytest.raises(PermissionDenied, match="retire new --undo"):
+        registry(tmp_path).use("new")
+    with pytest.raises(InvalidInput, match="is retired, not active"):
+        agents.retire("new")
+    agents.retire("new", undo=True)
+    assert registry(tmp_path).use("new", now=100.0).state == "active"
+    assert "state" not in json.loads((tmp_path / "agents.json").read_text())["agents"]["new"]

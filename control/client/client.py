@@ -11,7 +11,6 @@ import _socket  # not `socket`: its enum-heavy import costs the CLI startup time
 import _thread
 import binascii
 import itertools
-import os
 
 from control.client import jsonlite as jsonlite
 
@@ -71,10 +70,14 @@ StrList = list[str]  # `list` is also a method name inside Client
 
 def default_socket() -> str:
     """``MEMFS_SOCKET``, else the personal daemon's socket when this user runs one
-    (memfs/places.py: a socket of this uid there), else the system one."""
-    from memfs.places import running_socket
+    (memfs/places.py's `find_socket`: found from the uid alone too), else the system
+    one (there or not)."""
+    from memfs.places import NoDaemon, find_socket
 
-    return os.environ.get("MEMFS_SOCKET") or running_socket() or DEFAULT_SOCKET
+    try:
+        return find_socket()
+    except NoDaemon:
+        return DEFAULT_SOCKET
 
 
 class MemfsClientError(Exception):
@@ -198,7 +201,12 @@ class SocketTransport:
     name). Raises ConnectionFailed when the daemon cannot be reached."""
 
     def __init__(self, socket_path: str | None = None, as_agent: str | None = None) -> None:
-        self.socket_path = socket_path or default_socket()
+        from memfs.places import NoDaemon, find_socket
+
+        try:
+            self.socket_path = find_socket(socket_path)
+        except NoDaemon as error:
+            raise ConnectionFailed(str(error)) from None
         self.as_agent = as_agent
         self._ids = itertools.count(1)
         self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)

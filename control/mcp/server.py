@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field
 
 import memfs
-from control.client import ConnectionFailed
+from control.client import ConnectionFailed, default_socket
+from control.mcp.daemon import DaemonChecked
 from control.mcp.declared import add_declared_tools
 from control.mcp.history import HISTORY_DESCRIPTION, RESTORE_DESCRIPTION
 from control.mcp.identity import ClientNamed, IdentityRefused, whoami
@@ -265,7 +266,7 @@ HTTP_MOVED = ("memfs mcp --http is gone: MCP over HTTP is served by the daemon a
               "(see README, HTTP)")
 
 
-def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = None,
+def main_mcp(socket_path: str | None, as_agent: str | None = None, http: str | None = None,
              local_dir: str | None = None) -> int:
     """Run the MCP server over stdio until stdin closes. ``local_dir`` confines
     storage_download/storage_upload to one local directory. ``http`` (the former
@@ -281,7 +282,7 @@ def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = N
     if local_dir is None and os.geteuid() == 0:
         log.warning("running as root without --local-dir: storage_download/storage_upload "
                     "can write and read any local file")
-    connection = Connection(socket_path, as_agent)
+    connection = Connection(socket_path or default_socket(), as_agent)
     tools = AgentTools(connection, os.path.abspath(local_dir) if local_dir else None)
     try:
         try:
@@ -296,8 +297,9 @@ def main_mcp(socket_path: str, as_agent: str | None = None, http: str | None = N
             run = executor_runner(executor)
             # Not known yet (a personal memory and no --agent, or no daemon yet): the
             # first request settles it, by the MCP client's own name if need be.
-            settle = [ClientNamed(tools, naming, run)] if me is None and as_agent is None \
-                else []
+            settle: list[Any] = [DaemonChecked(connection, socket_path, run)]  # initialize
+            if me is None and as_agent is None:
+                settle.append(ClientNamed(tools, naming, run))
             server = build_server(tools, GENERIC if me is None else naming(me),
                                   run_sync=run, middleware=settle)
             run_stdio(server)

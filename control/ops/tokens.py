@@ -1,6 +1,6 @@
 """The operator ops, made for no agent in particular: the tokens (``memfs token
-create|list|revoke``) and the agents (``memfs agent list``), each declared with its
-request model and handler (control/ops/registry.py).
+create|list|revoke``) and the agents (``memfs agent list|rename|retire``), each
+declared with its request model and handler (control/ops/registry.py).
 
 Only a delegate uid may make them (each for the agents it may act for), and in personal
 mode the owner: the dispatcher checks the caller's uid itself (SO_PEERCRED), whatever
@@ -16,8 +16,9 @@ from pydantic import Field
 
 from control.ops.registry import Call, operation
 from control.protocol.base import BaseRequest
+from memfs.memory.errors import LeaseLost
 from memfs.store.agents import AgentRegistry
-from memfs.store.errors import NotFound
+from memfs.store.errors import InvalidInput, NotFound
 
 
 class TokenCreateRequest(BaseRequest):
@@ -45,6 +46,25 @@ class AgentListRequest(BaseRequest):
     last seen; else the configured ones, with their uid and stores."""
 
     op: Literal["agent_list"]
+
+
+class AgentRenameRequest(BaseRequest):
+    """Personal mode: agent ``agent`` goes by ``new`` from now on; its seen records and
+    leases go with it (each lease moved in a commit by ``new``), its history keeps the
+    old name; the old name is refused from now on, with the new one as the hint."""
+
+    op: Literal["agent_rename"]
+    agent: str = Field(min_length=1, max_length=64)
+    new: str = Field(min_length=1, max_length=64)
+
+
+class AgentRetireRequest(BaseRequest):
+    """Personal mode: retire agent ``agent``: its leases released (each in a commit that
+    says so), its name refused until reused on purpose (``undo``: active again)."""
+
+    op: Literal["agent_retire"]
+    agent: str = Field(min_length=1, max_length=64)
+    undo: bool = False
 
 
 def _ours(call: Call) -> Callable[[str], bool]:
@@ -91,8 +111,47 @@ def token_revoke(call: Call, request: TokenRevokeRequest) -> dict[str, Any]:
 def agent_list(call: Call, _: AgentListRequest) -> dict[str, Any]:
     registry = call.engine.agents
     if isinstance(registry, AgentRegistry):
-        return {"agents": [{"agent": r.name, "first_seen": r.first_seen,
-                            "last_seen": r.last_seen} for r in registry.list()]}
+        return {"agents": [{"agent": r.name, "state": r.state, "first_seen": r.first_seen,
+                            "last_seen": r.last_seen,
+                            **({"renamed_to": r.renamed_to} if r.renamed_to else {})}
+                           for r in registry.list()]}
     config, ours = call.engine.config, _ours(call)
     return {"agents": [{"agent": name, "uid": spec.uid, "stores": dict(spec.stores)}
                        for name, spec in sorted(config.agents.items()) if ours(name)]}
+
+
+def _registry(call: Call) -> AgentRegistry:
+    """The personal memory's agents; InvalidInput for configured ones."""
+    registry = call.engine.agents
+    if not isinstance(registry, AgentRegistry):
+        raise InvalidInput("this daemon's agents are configured ([agents.NAME] in its "
+                           "config): rename or remove one there, then restart it")
+    return registry
+
+
+def _hand_over(call: Call, holder: str, to: str | None) -> list[dict[str, Any]]:
+    """Every lease ``holder`` holds, moved to ``to`` or released (None): the commits."""
+    moved = []
+    for store, task_id in call.memory.leases_held(holder):
+        try:
+            done = call.memory.lease_handed_over(store, task_id, holder, to)
+        except LeaseLost:
+            continue  # taken or finished meanwhile: nothing of holder's to move
+        moved.append({"store": store, "task": task_id, "commit": done["commit"]})
+    return moved
+
+
+@operation(AgentRenameRequest, summary="Rename an agent (personal mode)", access="operator")
+def agent_rename(call: Call, request: AgentRenameRequest) -> dict[str, Any]:
+    record = _registry(call).rename(request.agent, request.new)
+    call.engine.seen.rename_agent(request.agent, request.new)
+    return {"agent": record.name, "renamed_from": request.agent,
+            "leases": _hand_over(call, request.agent, request.new)}
+
+
+@operation(AgentRetireRequest, summary="Retire an agent, or reuse a retired name "
+           "(personal mode)", access="operator")
+def agent_retire(call: Call, request: AgentRetireRequest) -> dict[str, Any]:
+    record = _registry(call).retire(request.agent, undo=request.undo)
+    released = [] if request.undo else _hand_over(call, request.agent, None)
+    return {"agent": record.name, "state": record.state, "leases_released": released}

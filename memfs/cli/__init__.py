@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from control.client import Client, MemfsClientError, default_socket
+from control.client import Client, MemfsClientError
 from control.client import jsonlite as jsonlite
 from memfs.errors import ERRORS, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
@@ -224,10 +224,42 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    if getattr(args, "mcp_action", None) == "config":
+        from memfs.cli.mcpconfig import cmd_mcp_config
+
+        if args.agent and args.agent != args.agent.lower():
+            raise Usage(f"agent names are lowercase: use --agent {args.agent.lower()}")
+        return cmd_mcp_config(args)
     from control.mcp.server import main_mcp
 
-    return main_mcp(socket_path=args.socket or default_socket(), as_agent=args.as_agent,
+    return main_mcp(socket_path=args.socket, as_agent=args.as_agent,
                     http=args.mcp_http, local_dir=args.local_dir)
+
+
+def version() -> str:
+    """The installed memfs's version (its package metadata; ``memfs.__version__`` for
+    a checkout used without installing it)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("memfs")
+    except importlib.metadata.PackageNotFoundError:
+        import memfs
+
+        return memfs.__version__
+
+
+def _version_action() -> type[argparse.Action]:
+    import argparse
+
+    class Version(argparse.Action):
+        """``memfs --version``: computed only when asked (it reads package metadata)."""
+
+        def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+            print(f"memfs {version()}")
+            parser.exit()
+
+    return Version
 
 
 def _port(text: str) -> int:
@@ -317,6 +349,8 @@ def _parser(grep_help: bool = False) -> argparse.ArgumentParser:
         epilog="exit codes: 0 ok, 1 error, 2 usage/invalid, 3 conflict, "
                "4 permission denied, 5 not found, 6 disk full, 7 mirror push failed",
     )
+    parser.add_argument("--version", action=_version_action(), nargs=0, default=argparse.SUPPRESS,
+                        help="print memfs's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 help="what to do (memfs COMMAND --help: its own help)")
 
@@ -364,6 +398,17 @@ def _parser(grep_help: bool = False) -> argparse.ArgumentParser:
                      help=argparse.SUPPRESS)  # gone: says where
     mcp.add_argument("--local-dir", metavar="DIR",
                      help="confine storage_download/storage_upload to local files under DIR")
+    from memfs.cli.mcpconfig import CLIENTS
+
+    mcp_actions = mcp.add_subparsers(dest="mcp_action", metavar="ACTION",
+                                     help="none: serve MCP over stdio; `config CLIENT`: "
+                                          "print the snippet that plugs it into a client")
+    text = ("print the config snippet of an MCP client (the absolute path of memfs, the "
+            "daemon's socket and the agent's name baked in)")
+    config = mcp_actions.add_parser("config", parents=[_options("socket", "agent")],
+                                    help=text, description=text)
+    config.add_argument("client", choices=sorted(CLIENTS), metavar="CLIENT",
+                        help=f"one of {', '.join(sorted(CLIENTS))}")
     ls = add("ls", cmd_ls, "list files: STORE/PATH per line (globs with **)")
     ls.add_argument("globs", nargs="*", metavar="GLOB",
                     help="STORE/PATH globs: *, ?, [...] within a name, ** across folders "

@@ -1,5 +1,5 @@
 """``memfs token create|list|revoke``: bearer tokens for the daemon's HTTP listener;
-``memfs agent list``: the agents.
+``memfs agent list|rename|retire``: the agents.
 
 Registered into the parser by memfs/cli/__init__.py (`register`, `register_agents`). Delegate
 uids only, each for the agents it may act for, and in personal mode the owner (the
@@ -72,14 +72,40 @@ def agent_list(client: Client, args: argparse.Namespace) -> int:
         print(jsonlite.dumps({"agents": agents}))
         return 0
     if agents and "first_seen" in agents[0]:
-        print(f"{'AGENT':<24} {'FIRST SEEN':<16}  LAST SEEN")
+        print(f"{'AGENT':<24} {'STATE':<24} {'FIRST SEEN':<16}  LAST SEEN")
         for a in agents:
-            print(f"{a['agent']:<24} {_when(a['first_seen']):<16}  {_when(a['last_seen'])}")
+            state = a.get("state", "active")
+            if a.get("renamed_to"):
+                state = f"renamed to {a['renamed_to']}"
+            print(f"{a['agent']:<24} {state:<24} {_when(a['first_seen']):<16}  "
+                  f"{_when(a['last_seen'])}")
     else:
         print(f"{'AGENT':<24} {'UID':>10}  STORES")
         for a in agents:
             stores = ", ".join(f"{s} ({access})" for s, access in sorted(a["stores"].items()))
             print(f"{a['agent']:<24} {a['uid']:>10}  {stores}")
+    return 0
+
+
+def _leases(moved: list[dict[str, Any]], verb: str) -> str:
+    return "".join(f"\n  lease of {m['store']}/{m['task']} {verb} ({m['commit'] or '-'})"
+                   for m in moved)
+
+
+def agent_rename(client: Client, args: argparse.Namespace) -> int:
+    done = client.call("agent_rename", agent=args.old, new=args.new)
+    print(jsonlite.dumps(done) if args.json else
+          f"renamed agent {done['renamed_from']} to {done['agent']} (its history keeps "
+          f"the old name){_leases(done['leases'], 'moved')}")
+    return 0
+
+
+def agent_retire(client: Client, args: argparse.Namespace) -> int:
+    done = client.call("agent_retire", agent=args.name, undo=args.undo)
+    text = f"agent {done['agent']} is active again" if args.undo else \
+        (f"retired agent {done['agent']} (its name is refused until `memfs agent retire "
+         f"{done['agent']} --undo`){_leases(done['leases_released'], 'released')}")
+    print(jsonlite.dumps(done) if args.json else text)
     return 0
 
 
@@ -119,7 +145,7 @@ def register(add: Add, common: argparse.ArgumentParser) -> None:
 
 
 def register_agents(add: Add, common: argparse.ArgumentParser) -> None:
-    """Add ``memfs agent list`` to the CLI's parser."""
+    """Add ``memfs agent list|rename|retire`` to the CLI's parser."""
     parser = add("agent", lambda *_: 2, "the agents (delegates; the owner in personal mode)")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION",
                                     help="what to do with agents")
@@ -127,3 +153,16 @@ def register_agents(add: Add, common: argparse.ArgumentParser) -> None:
             "and stores")
     listed = actions.add_parser("list", parents=[common], help=text, description=text)
     listed.set_defaults(func=agent_list)
+    text = ("personal mode: agent OLD goes by NEW from now on (its seen records and leases "
+            "go with it; its history keeps OLD; OLD is refused from now on)")
+    rename = actions.add_parser("rename", parents=[common], help=text, description=text)
+    rename.add_argument("old", metavar="OLD", help="the agent's name now")
+    rename.add_argument("new", metavar="NEW", help="its new name (lowercase, never used)")
+    rename.set_defaults(func=agent_rename)
+    text = ("personal mode: retire agent NAME: its leases released (each in a commit), its "
+            "name refused until reused on purpose with --undo")
+    retire = actions.add_parser("retire", parents=[common], help=text, description=text)
+    retire.add_argument("name", metavar="NAME", help="the agent to retire")
+    retire.add_argument("--undo", action="store_true",
+                        help="make a retired agent active again (reuse its name on purpose)")
+    retire.set_defaults(func=agent_retire)

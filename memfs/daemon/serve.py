@@ -224,6 +224,10 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     stack.callback(control.close)
     if user is not None:
         privilege.drop(user)
+    if config.personal is not None and os.geteuid() == config.personal.owner:
+        # found from the uid alone too: MCP clients start `memfs mcp` without XDG_*
+        links = places.publish(str(config.socket))
+        stack.callback(places.unpublish, links, str(config.socket))
     jail = start_jail(config)  # under the service user: the jail needs no privilege
     stack.callback(jail.close)
     if any(spec.mirrors for spec in config.stores.values()):
@@ -491,19 +495,44 @@ def _sole_error(error: BaseException) -> BaseException:
     return error
 
 
+TOKEN_COMMAND = "memfs token create AGENT"  # the CLI command that makes a bearer token
+
+
+def web_view(config: Config, *, personal: bool) -> str:
+    """The banner's line on the web view: its URL and the command that makes the token
+    to sign in with; without a listener, how to get one."""
+    if config.http is None:
+        how = "start with --http" if personal else "set [http] listen in the config"
+        return f"Web view, REST and MCP over HTTP: off ({how})"
+    scheme = "https" if config.http.tls_cert is not None else "http"
+    return (f"Web view: {scheme}://{config.http.listen}/ui/ (sign in with a token: "
+            f"{TOKEN_COMMAND}; REST under /v1, MCP at /mcp)")
+
+
 def personal_banner(engine: Engine) -> str:
     """What ``memfs serve --personal`` prints once it serves (the daemon calls it once
     its engine has recovered, as the demo's)."""
     config = engine.config
     stores = ", ".join(sorted(config.stores))
-    http = f"\n  HTTP on {config.http.listen}" if config.http is not None else ""
     return f"""
 memfs: your personal memory is served (stores: {stores}); root {config.root}
-  mount {config.mount}/AGENT/STORE/...   socket {config.socket}{http}
+  mount {config.mount}/AGENT/STORE/...   socket {config.socket}
+{web_view(config, personal=True)}
 Each agent names itself on every call (a new name is registered on first use):
   memfs --agent claude ls          (or: export MEMFS_AGENT=claude)
-  claude mcp add memfs -- memfs mcp --agent claude
+  memfs mcp config claude          (or codex, gemini, cursor, vscode: its MCP config)
   memfs agent list
+Stop with Ctrl-C.
+"""
+
+
+def system_banner(engine: Engine) -> str:
+    """What ``memfs serve --config FILE`` prints once it serves."""
+    config = engine.config
+    stores = ", ".join(sorted(config.stores))
+    return f"""
+memfs: serving the stores {stores}; root {config.root}, socket {config.socket}
+{web_view(config, personal=False)}
 Stop with Ctrl-C.
 """
 
@@ -525,6 +554,7 @@ def main_serve(*, config_path: str | None, demo: bool, mount: MountMode,
             banner = prepare_demo
         elif config_path:
             config = load_config(Path(config_path))
+            banner = system_banner
         else:
             print("memfs serve: give --config FILE, --personal for this user's agents, or "
                   "--demo for the embedded default", file=sys.stderr)

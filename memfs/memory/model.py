@@ -230,6 +230,38 @@ class Memory:
                                     decide)
         return {**view, "store": store, "commit": commit}
 
+    def leases_held(self, holder: str) -> list[tuple[str, str]]:
+        """(store, task id) of every task whose lease ``holder`` holds (expired too,
+        while nobody took it), in every structured store."""
+        held = []
+        for (store, folder), records in sorted(self._folders.items()):
+            if folder != tasks.FOLDER:
+                continue
+            for task in records.records().values():
+                lease = task.lease
+                if task.data.get("status") == "claimed" and lease is not None and \
+                        lease.get("agent") == holder:
+                    held.append((store, task.id))
+        return held
+
+    def lease_handed_over(self, store: str, task_id: str, holder: str,
+                          to: str | None) -> dict[str, Any]:
+        """Move ``holder``'s lease of the task to ``to`` (the holder renamed), or
+        release it (``to`` None: the holder retired), in one commit by ``to`` (else
+        by the holder) that says why. Raises LeaseLost when it is no longer held."""
+        path = tasks.path_of(task_id)
+        summary = (f"task: {holder}'s lease of {task_id} released: agent {holder} retired"
+                   if to is None else
+                   f"task: {holder}'s lease of {task_id} now {to}'s: agent {holder} renamed")
+
+        def decide(read: Reader, now: float) -> tuple[dict[str, bytes | None], Any]:
+            task = tasks.handed_over(read(path), task_id, holder, to)
+            return {path: tasks.render(task)}, tasks.Task(task).view(now)
+
+        view, commit = self._change(to or holder, store, "task", summary, decide,
+                                    forced=to is None)  # a release for the holder
+        return {**view, "store": store, "commit": commit}
+
     def task_list(self, agent: str, store: str | None, status: str | None = None
                   ) -> list[dict[str, Any]]:
         store = self.store_for(agent, store)

@@ -168,3 +168,22 @@ def released(current: bytes | None, task_id: str, agent: str, now: float, *,
     _held(task, task_id, agent, now, force=force)
     task.update(status="open", lease=None)
     return task
+
+
+def handed_over(current: bytes | None, task_id: str, holder: str, to: str | None
+                ) -> dict[str, Any]:
+    """``holder``'s lease moved to agent ``to`` as it is (the holder was renamed), or
+    released (``to`` None: the holder was retired). LeaseLost when ``holder`` no
+    longer holds it."""
+    task = _load(current, task_id)
+    lease = task.get("lease")
+    if task.get("status") != "claimed" or not isinstance(lease, dict) or \
+            lease.get("agent") != holder:
+        raise LeaseLost(task_id, f"{r.literal(holder)} no longer holds task {task_id}")
+    if to is None:
+        task.update(status="open", lease=None)
+        return task
+    task["lease"] = {**lease, "agent": to}
+    holders = list(task.get("holders") or [])
+    task["holders"] = holders if to in holders else [*holders, to]
+    return task

@@ -33,9 +33,9 @@ from typing import Any
 
 import pygit2
 
-from memfs.config import Config, check_name
+from memfs.config import Config
 from memfs.store import backing, near
-from memfs.store.agents import AgentRegistry
+from memfs.store.agents import AgentRegistry, check_agent_name
 from memfs.store.batch import APPEND, DELETE, REPLACE, Queue, Ticket
 from memfs.store.errors import (
     ABSENT,
@@ -191,11 +191,7 @@ class Engine:
                                        f"is the personal memory of uid {config.personal.owner}")
             if as_agent is None:
                 raise AgentRequired()
-            try:
-                check_name("agent", as_agent)
-            except ValueError as error:
-                raise InvalidInput(str(error)) from None
-            return as_agent
+            return check_agent_name(as_agent)  # lowercase: one spelling, one agent
         if as_agent is not None:
             if not config.is_delegate(uid):
                 raise PermissionDenied(

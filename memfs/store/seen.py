@@ -97,6 +97,15 @@ class SeenRecords:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._file(agent, path))
 
+    def rename_agent(self, old: str, new: str) -> bool:
+        """Give ``old``'s records to ``new`` (an agent renamed: it has seen what it saw);
+        False when there were none, or ``new`` has records of its own (kept apart)."""
+        try:
+            os.rename(f"{self._dir}/{old}", f"{self._dir}/{new}")
+        except (FileNotFoundError, FileExistsError, OSError):
+            return False
+        return True
+
     def recorded(self, agent: str, newest: int) -> list[tuple[str, str, str]]:
         """(store, rel, digest) of the agent's ``newest`` most recently set records."""
         found: list[tuple[float, str, str]] = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ from tests.support import (
     public_tmpdir,
     run_as,
     scaled,
+    standard_config,
 )
 
 
@@ -275,3 +277,93 @@ def test_hostile_rg_flags_and_sed_scripts_are_refused_in_personal_mode_too(
             with pytest.raises((InvalidError, PermissionDeniedError)):
                 client.search(["root", outside])
         assert client.read("notes/target.md")["text"] == "alpha\n"
+
+
+def test_an_agent_name_is_lowercase_on_every_way_in(daemon: Daemon, root: Path) -> None:
+    """``Claude`` is never a second agent beside ``claude``: refused with the folded
+    name as the hint by the CLI, ``memfs mcp --agent`` and ``memfs token create``."""
+    hint = b"agent names are lowercase (one spelling, one agent): use 'case-folded'"
+    cli = memfs_as(UID_A, daemon.socket, "--agent", "Case-Folded", "ls")
+    assert cli.returncode == 2 and hint in cli.stderr, cli
+    token = memfs_as(UID_A, daemon.socket, "token", "create", "Case-Folded")
+    assert token.returncode == 2 and hint in token.stderr, token
+    mcp = run_as(UID_A, [*MEMFS, "--socket", str(daemon.socket), "mcp", "--agent",
+                         "Case-Folded"], input=b"")
+    assert mcp.returncode != 0 and hint in mcp.stderr, mcp
+    registered = json.loads((root / "state" / "agents.json").read_text())["agents"] \
+        if (root / "state" / "agents.json").exists() else {}
+    assert not any(name.lower() == "case-folded" for name in registered)
+
+
+def test_an_agent_renamed_keeps_its_seen_records_and_leases_and_its_history(
+        daemon: Daemon, root: Path) -> None:
+    def cli(*args: str) -> Any:
+        return memfs_as(UID_A, daemon.socket, *args)
+
+    with agent(daemon, "ren-old") as old:
+        old.write("notes/ren.md", "by the old name\n")
+        old.call("task_add", task="ren-task", title="Renamed midway")
+        old.call("task_claim", task="ren-task")
+    renamed = cli("agent", "rename", "ren-old", "ren-new")
+    assert renamed.returncode == 0, renamed.stderr
+    assert b"renamed agent ren-old to ren-new" in renamed.stdout
+    assert b"lease of notes/ren-task moved" in renamed.stdout
+    newest = commits(root, "notes")[0]
+    assert newest.message.splitlines()[0] == \
+        "task: ren-old's lease of ren-task now ren-new's: agent ren-old renamed"
+    assert newest.author.name == "ren-new"
+    with agent(daemon, "ren-old") as old, pytest.raises(PermissionDeniedError) as refused:
+        old.list()
+    assert "renamed to 'ren-new'" in refused.value.message
+    with agent(daemon, "ren-new") as new:
+        new.write("notes/ren.md", "by the new name\n")  # it read it (as ren-old): no conflict
+        assert new.call("task_show", task="ren-task")["lease"]["agent"] == "ren-new"
+        new.call("task_complete", task="ren-task")  # its lease: it holds the task
+    authors = [c.author.name for c in commits(root, "notes")[:5]]
+    assert authors[:3] == ["ren-new", "ren-new", "ren-new"] and "ren-old" in authors[3:]
+    listed = cli("agent", "list")
+    assert re.search(rb"ren-old +renamed to ren-new ", listed.stdout), listed.stdout
+    assert re.search(rb"ren-new +active ", listed.stdout), listed.stdout
+    for again in (("ren-old", "x-other"), ("ren-new", "ren-old"), ("ren-new", "Ren-Next")):
+        refused_cli = cli("agent", "rename", *again)
+        assert refused_cli.returncode == 2, (again, refused_cli)
+    missing = cli("agent", "rename", "never-seen", "x")
+    assert missing.returncode == 5 and b"no agent named 'never-seen'" in missing.stderr
+
+
+def test_an_agent_retired_loses_its_leases_and_its_name_until_undone(
+        daemon: Daemon, root: Path) -> None:
+    def cli(*args: str) -> Any:
+        return memfs_as(UID_A, daemon.socket, *args)
+
+    with agent(daemon, "ret-a") as leaving:
+        leaving.call("task_add", task="ret-task", title="Left behind")
+        leaving.call("task_claim", task="ret-task")
+    retired = cli("agent", "retire", "ret-a")
+    assert retired.returncode == 0, retired.stderr
+    assert b"lease of notes/ret-task released" in retired.stdout
+    newest = commits(root, "notes")[0]
+    assert newest.message.splitlines()[0] == \
+        "task: ret-a's lease of ret-task released: agent ret-a retired"
+    assert trailers(newest).get("Memfs-Forced") == "yes"
+    with agent(daemon, "ret-b") as other:
+        assert other.call("task_show", task="ret-task")["status"] == "open"
+        other.call("task_claim", task="ret-task")  # free for anyone
+    for way in (("--agent", "ret-a", "ls"), ("token", "create", "ret-a")):
+        refused = cli(*way)
+        assert refused.returncode == 4 and b"memfs agent retire ret-a --undo" in \
+            refused.stderr, (way, refused)
+    assert re.search(rb"ret-a +retired ", cli("agent", "list").stdout)
+    assert cli("agent", "retire", "ret-a").returncode == 2  # retired already
+    undone = cli("agent", "retire", "ret-a", "--undo")
+    assert undone.returncode == 0 and b"agent ret-a is active again" in undone.stdout
+    with agent(daemon, "ret-a") as back:
+        back.list()
+    assert re.search(rb"ret-a +active ", cli("agent", "list").stdout)
+
+
+def test_agents_of_a_config_are_renamed_in_the_config() -> None:
+    with Daemon(standard_config(public_tmpdir("memfs-configured-"))) as running:
+        for args in (("rename", "alice", "alicia"), ("retire", "alice")):
+            done = run_as(0, [*MEMFS, "--socket", str(running.socket), "agent", *args])
+            assert done.returncode == 2 and b"configured" in done.stderr, done

@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import time
+import tomllib
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 
 import pytest
 from mcp import Client as McpClient
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, StdioServerParameters
 from mcp_types import Implementation
 
 from control.client import Client, PermissionDeniedError
@@ -209,3 +210,90 @@ async def test_one_developer_several_agents(setup: tuple[User, Any]) -> None:
     unnamed = user.memfs("ls")
     assert unnamed.returncode == 4 and b"--agent" in unnamed.stderr
     assert (daemon.root / "state" / "agents.json").exists()
+
+
+def login_env(user: User) -> dict[str, str]:
+    """What the official Python SDK passes a stdio server by default
+    (``get_default_environment``: HOME, LOGNAME, PATH, SHELL, TERM, USER), as this
+    user's login has them: no XDG_RUNTIME_DIR, no MEMFS_*."""
+    values = {"HOME": str(user.home), "LOGNAME": user.name, "USER": user.name,
+              "PATH": "/usr/local/bin:/usr/bin:/bin", "SHELL": "/bin/sh", "TERM": "dumb"}
+    assert set(values) == set(DEFAULT_INHERITED_ENV_VARS)
+    return values
+
+
+async def test_found_from_the_uid_alone(setup: tuple[User, Any]) -> None:
+    """``memfs mcp`` and ``memfs`` find the user's personal daemon (its socket in
+    XDG_RUNTIME_DIR) with the SDK's default environment and with none at all."""
+    user, daemon = setup
+    published = f"/tmp/memfs-{user.uid}/control.sock"
+    assert os.readlink(published) == str(daemon.socket)  # a link to it, made at start
+    for how, env in (("default", login_env(user)), ("env -i", {})):
+        argv = ["env", "-i", *(f"{key}={value}" for key, value in env.items()),
+                SETPRIV, f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups",
+                *MEMFS, "mcp", "--agent", "stripped"]
+        params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(REPO))
+        async with McpClient(params, read_timeout_seconds=scaled(60)) as client:
+            await call_ok(client, "storage_write",
+                          {"path": f"notes/{how}.md", "content": f"via {how}\n"})
+            text = await call_ok(client, "storage_read", {"path": f"notes/{how}.md"})
+            assert f"via {how}" in text, text
+        cat = user.run(["env", "-i", *MEMFS, "--agent", "stripped", "cat", f"notes/{how}.md"])
+        assert cat.stdout == f"via {how}\n".encode(), cat.stderr
+
+
+async def test_no_daemon_is_refused_at_initialize_naming_the_places() -> None:
+    """Without a daemon, ``memfs mcp`` refuses the client's handshake with every place
+    it looked and what to set, instead of failing each tool call later."""
+    with real_user() as user:
+        argv = ["env", "-i", SETPRIV, f"--reuid={user.uid}", f"--regid={user.gid}",
+                "--clear-groups", *MEMFS, "mcp", "--agent", "lonely"]
+        params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(REPO))
+        for mode in ("legacy", "auto"):
+            with pytest.raises(BaseException) as refused:
+                async with McpClient(params, read_timeout_seconds=scaled(60),
+                                     mode=mode) as client:
+                    await client.list_tools()
+            text = refusal(refused.value)
+            for place in (f"/run/user/{user.uid}/memfs/control.sock",
+                          f"/tmp/memfs-{user.uid}/control.sock", "/run/memfs/control.sock",
+                          "memfs serve --personal", "MEMFS_SOCKET"):
+                assert place in text, (mode, text)
+        listed = user.run(["env", "-i", *MEMFS, "--agent", "lonely", "ls"])
+        assert listed.returncode == 1 and b"memfs serve --personal" in listed.stderr
+
+
+def test_a_normal_user_has_memfs_on_its_path() -> None:
+    """What scripts/setup does (scripts/link-memfs) puts ``memfs`` on the login PATH of
+    a user made with useradd."""
+    assert "\nscripts/link-memfs\n" in (REPO / "scripts" / "setup").read_text()
+    linked = subprocess.run([str(REPO / "scripts" / "link-memfs")], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert linked.returncode == 0, linked.stderr
+    with real_user() as user:
+        login = subprocess.run(["su", "--login", user.name, "-c",
+                                "command -v memfs && memfs --version"],
+                               capture_output=True, text=True, timeout=scaled(60),
+                               env={"PATH": "/usr/bin:/bin"}, check=False)
+    assert login.returncode == 0, login.stderr
+    where, shown = login.stdout.splitlines()
+    assert where == "/usr/local/bin/memfs" and shown.startswith("memfs 0."), login.stdout
+
+
+async def test_a_client_config_runs_as_it_is_in_the_sdks_default_environment(
+        setup: tuple[User, Any]) -> None:
+    """``memfs mcp config codex`` as the user: its command, run by the official SDK's
+    stdio client with the SDK's default environment (``env=None``), serves the user's
+    personal memory as agent codex."""
+    user, daemon = setup
+    printed = user.memfs("mcp", "config", "codex")
+    assert printed.returncode == 0, printed.stderr
+    server = tomllib.loads(printed.stdout.decode())["mcp_servers"]["memfs"]
+    assert server["args"] == ["mcp", "--socket", str(daemon.socket), "--agent", "codex"]
+    params = StdioServerParameters(
+        command=SETPRIV, args=[f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups",
+                               server["command"], *server["args"]], env=None)
+    async with McpClient(params, read_timeout_seconds=scaled(60)) as client:
+        assert "You are agent codex in memfs" in (client.instructions or "")
+        await call_ok(client, "storage_write", {"path": "notes/config.md", "content": "ok\n"})
+        assert "ok" in await call_ok(client, "storage_read", {"path": "notes/config.md"})

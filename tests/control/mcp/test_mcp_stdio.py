@@ -63,7 +63,8 @@ def test_only_pipes_and_sockets_take_the_fast_path() -> None:
 
 def test_a_regular_file_as_stdin_is_served_by_the_sdk_transport(tmp_path: Path) -> None:
     """`memfs mcp < requests.jsonl`: a regular file cannot be watched by the event
-    loop; the SDK's own transport serves it (the initialize request is answered)."""
+    loop; the SDK's own transport serves it (the initialize request is answered: with
+    no daemon there, by the refusal naming the socket)."""
     request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "test", "version": "0"}}}
@@ -75,4 +76,5 @@ def test_a_regular_file_as_stdin_is_served_by_the_sdk_transport(tmp_path: Path) 
             capture_output=True, timeout=120, cwd=REPO, check=False,
             env={**os.environ, "PYTHONPATH": str(REPO)})
     replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-    assert replies and replies[0]["id"] == 1 and "result" in replies[0], done.stderr
+    assert replies and replies[0]["id"] == 1, done.stderr
+    assert "none.sock" in replies[0]["error"]["message"], replies

@@ -26,9 +26,10 @@ DOCUMENTED = {"list", "read", "stat", "write", "delete", "search", "whoami", "lo
               "session_list", "session_show", "brief", "task_add", "task_list", "task_show",
               "task_claim", "task_checkpoint", "task_complete", "task_release",
               "decision_record", "decision_list", "decision_show", "recall", "reindex",
-              "token_create", "token_list", "token_revoke", "agent_list", "mirror_status",
-              "mirror_push"}
-OPERATOR = {"token_create", "token_list", "token_revoke", "agent_list"}
+              "token_create", "token_list", "token_revoke", "agent_list", "agent_rename",
+              "agent_retire", "mirror_status", "mirror_push"}
+OPERATOR = {"token_create", "token_list", "token_revoke", "agent_list", "agent_rename",
+            "agent_retire"}
 
 
 def test_every_documented_op_is_declared_once_with_its_own_model() -> None:
@@ -49,7 +50,7 @@ def test_the_codec_decodes_every_op_and_refuses_others() -> None:
                   "decision": "2026-11-30-use-sqlite", "path": "notes/a",
                   "rev": "HEAD", "args": ["x"], "content": "c", "note": "n", "summary": "s",
                   "next": "n", "title": "t", "reason": "r", "agent": "a", "token": "t",
-                  "query": "q"}
+                  "query": "q", "new": "b"}
         model = registry.op(name).request
         given = {k: v for k, v in fields.items() if k in model.model_fields}
         line = json.dumps({"op": name, "id": 1, **given}).encode()
