@@ -110,6 +110,9 @@ def spare_main(
       with the call come the stores, and ``policy.apply`` makes their view in a mount
       namespace of its own (only there can the daemon's fds be looked up) and applies
       the rest of the policy.
+
+    Below Landlock ABI 6 the confinement forks (``jail.kernel.become_pid_one``): the
+    spare stays behind, waiting for the tool, and exits as it does.
     """
     ready = tools[name]
     policy = ready.tool.policy
@@ -119,14 +122,14 @@ def spare_main(
         os.setsid()
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         privileges.die_with_parent()
-        keep = {0, 1, 2, sock.fileno(), status, ready.exe, ready.prepared.userns}
+        keep = {0, 1, 2, sock.fileno(), status, ready.exe, *ready.prepared.namespaces.fds()}
         keep.update(ready.prepared.opened.fds())
         _close_all_but(keep)
         ruleset = start_ruleset(ready.prepared)
         if ahead:
             confine(policy, ready.prepared, ruleset=ruleset)
             ruleset = None  # enforced and closed
-            os.close(ready.prepared.userns)  # joined: no longer needed
+            ready.prepared.namespaces.close()  # joined: no longer needed
         else:
             set_limits(policy.limits)
         _warm_up(ready, name, work_dir)

@@ -6,6 +6,7 @@ state directory)."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import socket
@@ -14,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jail import binaries, seccomp
-from jail.errors import JailUnavailable
+from jail import binaries, kernel, seccomp, userns
+from jail.errors import JailUnavailable, KernelLacks
 from jail.policy import Limits, Policy, open_paths
 from jail.settings import JailSettings
 from jail.wire import Tool
@@ -25,9 +26,12 @@ _LAUNCHER_MAIN = "from jail.launcher import main; main()"
 
 
 def spawn_launcher(
-    settings: JailSettings, tools: dict[str, Tool]
+    settings: JailSettings, tools: dict[str, Tool], level: kernel.Level,
+    namespaces: userns.Namespaces | None = None,
 ) -> tuple[socket.socket, subprocess.Popen[bytes]]:
-    """Start a launcher process and hand it the tools; raises JailUnavailable.
+    """Start a launcher process and hand it the tools, the ``level`` the jail runs at
+    and ``namespaces`` (made by root for the launcher's uid; None: the launcher makes
+    them); raises JailUnavailable (KernelLacks when user namespaces are refused).
 
     The launcher runs under this process's uid, or, if this process is root, under
     ``settings.uid``/``gid`` with no supplementary group: the jail never holds a
@@ -59,19 +63,23 @@ def spawn_launcher(
         hello = {
             "tools": {name: tool.to_json() for name, tool in tools.items()},
             "work_dir": str(settings.work_dir) if settings.work_dir else None,
-            "seccomp": base64.b64encode(seccomp.compiled_filter()).decode("ascii"),
+            "seccomp": base64.b64encode(
+                seccomp.compiled_filter(level.namespaces)).decode("ascii"),
+            "level": dataclasses.asdict(level),
+            "namespaces": namespaces is not None,
         }
         for tool in tools.values():
             files.append(os.open(tool.exe, os.O_PATH | os.O_CLOEXEC))
             files += open_paths(tool.policy).fds()
+        # dup'ed: the fds sent are closed here, the caller keeps its namespaces
+        files += [os.dup(fd) for fd in (namespaces.fds() if namespaces else [])]
         socket.send_fds(control, [json.dumps(hello).encode()], files)
         control.settimeout(30)
         answer = json.loads(control.recv(65536) or b"{}")
         control.settimeout(None)
         if not answer.get("ok"):
-            raise JailUnavailable(
-                f"jail launcher: {answer.get('error', f'no answer (it runs {cannot})')}"
-            )
+            why = f"jail launcher: {answer.get('error', f'no answer (it runs {cannot})')}"
+            raise (KernelLacks if answer.get("no_userns") else JailUnavailable)(why)
     except BaseException as error:
         control.close()
         try:
