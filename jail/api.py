@@ -45,20 +45,21 @@ class Jail:
         settings: JailSettings,
         control: socket.socket,
         process: subprocess.Popen[bytes],
-        tools: dict[str, Tool] | None = None,
-        level: kernel.Level | None = None,
-        namespaces: tuple[userns.Namespaces | None, bool] = (None, False),
+        tools: dict[str, Tool],
+        level: kernel.Level,
+        namespaces: userns.Namespaces,
+        own_namespaces: bool,
     ) -> None:
         """Use :meth:`start`."""
         self.settings = settings
         # the isolation level it runs at (jail.kernel): the daemon logs its describe()
-        self.level = level or kernel.detect()
-        # the namespaces made by root for the launchers (None: each makes its own), and
-        # whether they are ours to close
-        self._namespaces, self._own_namespaces = namespaces
+        self.level = level
+        # the jail's namespaces, handed to each launcher, and whether they are ours to
+        # close
+        self._namespaces, self._own_namespaces = namespaces, own_namespaces
         self._control = control
         self._process = process
-        self._tools = tools or {}
+        self._tools = tools
         self._send_lock = threading.Lock()
         limit = settings.max_concurrent_runs
         self._runs = None if limit is None else FairSlots(
@@ -83,8 +84,9 @@ class Jail:
         allows (``jail.kernel``: Landlock best-effort, from ABI 1). Its namespaces:
         ``namespaces`` if given (made by root for this uid with
         ``userns.make(as_ids=...)``, before it gave up root; the caller keeps and closes
-        them), else made here for ``settings.uid`` when started by root (closed with the
-        jail), else by the launcher (unprivileged user namespaces).
+        them), else made here (by root for ``settings.uid``; else unprivileged), kept
+        for the launchers to come and closed with the jail. Forks once: call it while
+        single-threaded.
 
         Raises KernelLacks, saying what to enable, when Landlock or seccomp is missing
         or user namespaces are refused; JailUnavailable when rg is missing, or the sed
@@ -99,20 +101,25 @@ class Jail:
         if missing is not None:
             raise KernelLacks(missing)
         tools = base_tools(settings)
-        own = False
-        if namespaces is None and os.geteuid() == 0:
+        own = namespaces is None
+        if namespaces is None:
+            # Made here, by the caller's process: root makes them for the jail's user
+            # (where unprivileged user namespaces are refused, root still may); any
+            # other uid needs unprivileged ones, which an AppArmor profile of the
+            # memfs binary (scripts/install --apparmor) allows on Ubuntu: the
+            # launcher, another executable, would not be covered by it.
+            as_ids = (settings.uid, settings.gid) if os.geteuid() == 0 else None
             try:
-                namespaces = userns.make(as_ids=(settings.uid, settings.gid))
+                namespaces = userns.make(as_ids=as_ids, refuse=level.no_userns)
             except userns.Unavailable as error:
                 raise KernelLacks(str(error)) from None
-            own = True
         try:
             control, process = spawn_launcher(settings, tools, level, namespaces)
         except BaseException:
-            if own and namespaces is not None:
+            if own:
                 namespaces.close()
             raise
-        jail = cls(settings, control, process, tools, level, (namespaces, own))
+        jail = cls(settings, control, process, tools, level, namespaces, own)
         try:
             jail._self_test()
         except BaseException:
@@ -175,7 +182,7 @@ class Jail:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
-            if self._own_namespaces and self._namespaces is not None:
+            if self._own_namespaces:
                 self._namespaces.close()
 
     def __enter__(self) -> Jail:

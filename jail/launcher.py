@@ -10,8 +10,8 @@ execs the tool (``jail.spare_child``).
 It needs no privilege: it runs under an unprivileged uid (the daemon's own, or the
 jail's user when started by root, see ``jail.spawn``), gives up any capability it
 was started with, and is not dumpable (no process of its uid may ptrace it or read
-its memory and fds). At the hello it has the jail's namespaces made
-(``jail.userns``), or receives them made by root, in which its children make their
+its memory and fds). At the hello it receives the jail's namespaces
+(``jail.userns``, made by the daemon's process), in which its children make their
 private views.
 
 The launcher is single-threaded (so forking it is safe), never runs tool code itself,
@@ -123,11 +123,10 @@ def _hello(control: socket.socket) -> tuple[dict[str, Ready], str]:
     try:
         message = json.loads(data)
         level = kernel.level_from(message["level"])
-        if message.get("namespaces"):  # made by root for us, before it gave up root
-            namespaces = userns.Namespaces(fds[-2], fds[-1])
-            fds = fds[:-2]
-        else:
-            namespaces = userns.make(refuse=level.no_userns)
+        if len(fds) < 2:
+            raise ValueError("the hello brings no namespaces")
+        namespaces = userns.Namespaces(fds[-2], fds[-1])
+        fds = fds[:-2]
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -163,10 +162,8 @@ def main() -> None:
         abi = next(iter(tools.values())).prepared.abi if tools else 0
         control.send(json.dumps({"ok": True, "abi": abi, "pid": os.getpid()}).encode())
     except Exception as error:
-        answer = {"ok": False, "error": f"{error}",
-                  "no_userns": isinstance(error, userns.Unavailable)}
         with contextlib.suppress(OSError):
-            control.send(json.dumps(answer).encode())
+            control.send(json.dumps({"ok": False, "error": f"{error}"}).encode())
         if work_dir is not None:
             shutil.rmtree(work_dir, ignore_errors=True)
         sys.exit(1)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from jail import binaries, kernel, seccomp, userns
-from jail.errors import JailUnavailable, KernelLacks
+from jail.errors import JailUnavailable
 from jail.policy import Limits, Policy, open_paths
 from jail.settings import JailSettings
 from jail.wire import Tool
@@ -27,11 +27,11 @@ _LAUNCHER_MAIN = "from jail.launcher import main; main()"
 
 def spawn_launcher(
     settings: JailSettings, tools: dict[str, Tool], level: kernel.Level,
-    namespaces: userns.Namespaces | None = None,
+    namespaces: userns.Namespaces,
 ) -> tuple[socket.socket, subprocess.Popen[bytes]]:
     """Start a launcher process and hand it the tools, the ``level`` the jail runs at
-    and ``namespaces`` (made by root for the launcher's uid; None: the launcher makes
-    them); raises JailUnavailable (KernelLacks when user namespaces are refused).
+    and the jail's ``namespaces`` (owned by the launcher's uid; the caller keeps its
+    fds); raises JailUnavailable.
 
     The launcher runs under this process's uid, or, if this process is root, under
     ``settings.uid``/``gid`` with no supplementary group: the jail never holds a
@@ -66,20 +66,20 @@ def spawn_launcher(
             "seccomp": base64.b64encode(
                 seccomp.compiled_filter(level.namespaces)).decode("ascii"),
             "level": dataclasses.asdict(level),
-            "namespaces": namespaces is not None,
         }
         for tool in tools.values():
             files.append(os.open(tool.exe, os.O_PATH | os.O_CLOEXEC))
             files += open_paths(tool.policy).fds()
         # dup'ed: the fds sent are closed here, the caller keeps its namespaces
-        files += [os.dup(fd) for fd in (namespaces.fds() if namespaces else [])]
+        files += [os.dup(fd) for fd in namespaces.fds()]
         socket.send_fds(control, [json.dumps(hello).encode()], files)
         control.settimeout(30)
         answer = json.loads(control.recv(65536) or b"{}")
         control.settimeout(None)
         if not answer.get("ok"):
-            why = f"jail launcher: {answer.get('error', f'no answer (it runs {cannot})')}"
-            raise (KernelLacks if answer.get("no_userns") else JailUnavailable)(why)
+            raise JailUnavailable(
+                f"jail launcher: {answer.get('error', f'no answer (it runs {cannot})')}"
+            )
     except BaseException as error:
         control.close()
         try:
