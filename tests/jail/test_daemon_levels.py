@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import subprocess
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +21,7 @@ import pytest
 from control.client import Client, MemfsClientError
 from jail import kernel
 from jail.settings import service_ids
-from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
+from tests.support import REPO, UID_A, Daemon, connect_as, public_tmpdir, standard_config
 
 REAL_ABI = kernel.landlock_abi()
 
@@ -119,3 +121,27 @@ def test_without_unprivileged_user_namespaces_a_personal_memfs_says_what_to_enab
             agent.search(["alpha"])
         assert "apparmor" in refused.value.message.lower()
         assert agent.read_bytes("notes/a.md")[0] == b"alpha\n"
+
+
+def test_install_writes_an_apparmor_profile_allowing_user_namespaces(tmp_path: Path) -> None:
+    """Ubuntu >= 23.10 restricts unprivileged user namespaces with AppArmor: the one
+    command README gives writes a profile allowing them to the memfs binary alone."""
+    done = subprocess.run([str(REPO / "scripts" / "install"), "--apparmor-only",
+                           "--apparmordir", str(tmp_path), "--prefix", "/opt/memfs-x"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    profile = (tmp_path / "memfs").read_text()
+    assert "profile memfs /opt/memfs-x/bin/memfs flags=(unconfined) {" in profile
+    assert "\n  userns,\n" in profile
+    readme = (REPO / "README.md").read_text()
+    assert "sudo scripts/install --apparmor" in readme
+
+
+def test_docs_kernels_carries_the_table_of_jail_kernel() -> None:
+    """docs/kernels.md's table is jail/kernel.py's FEATURES, row for row."""
+    doc = (REPO / "docs" / "kernels.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| ")]
+    for feature in kernel.FEATURES:
+        assert (f"| {feature.name} | {feature.since} | {feature.gives} | {feature.instead} |"
+                in rows), feature.name
+    assert "docs/kernels.md" in (REPO / "README.md").read_text()
