@@ -99,7 +99,6 @@ _SYS_LANDLOCK_CREATE_RULESET = 444
 _LANDLOCK_CREATE_RULESET_VERSION = 1 << 0
 _PR_GET_SECCOMP = 21
 _PR_SET_PDEATHSIG = 1
-_PR_SET_DUMPABLE = 4
 _SYS_CLOSE_RANGE = 436
 
 
@@ -211,11 +210,8 @@ def become_pid_one() -> None:
 
 
 def _relay(pid: int) -> None:
-    # Holds nothing (a pipe kept open here would delay the tool's EOF) and is dumpable,
-    # so that the launcher may hold its mount namespace (jail.launcher_loop.on_exec);
-    # the tool cannot see it (another PID namespace) nor ptrace anything (seccomp).
+    # Holds nothing: a pipe kept open here would delay the tool's EOF.
     _libc.syscall(_SYS_CLOSE_RANGE, 0, ctypes.c_uint(0xFFFFFFFF), 0)
-    _libc.prctl(_PR_SET_DUMPABLE, ctypes.c_ulong(1), 0, 0, 0)
     code = 1
     try:
         _pid, status = os.waitpid(pid, 0)
