@@ -21,7 +21,15 @@ import pytest
 from control.client import Client, MemfsClientError
 from jail import kernel
 from jail.settings import service_ids
-from tests.support import REPO, UID_A, Daemon, connect_as, public_tmpdir, standard_config
+from tests.support import (
+    REPO,
+    UID_A,
+    Daemon,
+    connect_as,
+    public_tmpdir,
+    run_as,
+    standard_config,
+)
 
 REAL_ABI = kernel.landlock_abi()
 
@@ -66,12 +74,16 @@ def test_without_landlock_or_seccomp_all_else_serves(lack: str) -> None:
     env, what, hint = LACKS[lack]
     config = standard_config(public_tmpdir("memfs-lacks-"), http={"listen": "127.0.0.1:0"},
                              stores={"notes": {"structured": True}, "ops": {}})
-    with Daemon(config, env=env) as daemon, connect_as(UID_A, daemon.socket) as alice:
+    with Daemon(config, env=env, mount=True) as daemon, \
+            connect_as(UID_A, daemon.socket) as alice:
         alice.write("notes/a.md", "alpha\n")  # writes, reads, history, memory serve
         alice.write("notes/a.md", "gamma\n", append=True)
         assert alice.read_bytes("notes/a.md")[0] == b"alpha\ngamma\n"
         assert len(alice.call("log", path="notes/a.md")["entries"]) == 2
         alice.call("session_start", store="notes", goal="survive a small kernel")
+        alice.recall("alpha")  # answers (the index may still be catching up)
+        through_mount = run_as(UID_A, ["cat", str(daemon.mountpoint / "notes" / "a.md")])
+        assert through_mount.stdout == b"alpha\ngamma\n", through_mount.stderr
         _refused(lambda: alice.search(["alpha"]), what, hint)
         _refused(lambda: alice.edit("notes/a.md", ["s/alpha/beta/"]), what, hint)
         assert alice.read_bytes("notes/a.md")[0] == b"alpha\ngamma\n"  # nothing changed
