@@ -112,7 +112,7 @@ class Jail:
             try:
                 namespaces = userns.make(as_ids=as_ids, refuse=level.no_userns)
             except userns.Unavailable as error:
-                raise KernelLacks(str(error)) from None
+                raise KernelLacks(f"search and sed edits are unavailable: {error}") from None
         try:
             control, process = spawn_launcher(settings, tools, level, namespaces)
         except BaseException:

@@ -139,7 +139,7 @@ def start_tools(config: Config, namespaces: Namespaces | None) -> tuple[Jail | N
     try:
         jail = start_jail(config, namespaces)
     except KernelLacks as error:
-        log.warning("search and sed edits are off: %s", error)
+        log.warning("%s", error)  # "search and sed edits are unavailable: ..."
         return None, str(error)
     log.info("%s", jail.level.describe())
     return jail, ""

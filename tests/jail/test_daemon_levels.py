@@ -96,7 +96,7 @@ def test_without_landlock_or_seccomp_all_else_serves(lack: str) -> None:
         assert answered.value.code == 501
         problem = json.loads(answered.value.read())
         assert problem["code"] == "unavailable" and hint in problem["detail"]
-        assert "search and sed edits are off" in daemon.log()
+        assert "search and sed edits are unavailable: this kernel lacks" in daemon.log()
         assert "jail: Landlock ABI" not in daemon.log()
 
 
