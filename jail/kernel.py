@@ -210,10 +210,14 @@ def become_pid_one() -> None:
 
 
 def _relay(pid: int) -> None:
-    # Holds nothing: a pipe kept open here would delay the tool's EOF.
+    # Holds nothing (a pipe kept open here would delay the tool's EOF), and no
+    # capability (it may have joined the jail's user namespace).
     _libc.syscall(_SYS_CLOSE_RANGE, 0, ctypes.c_uint(0xFFFFFFFF), 0)
     code = 1
     try:
+        from jail import privileges  # here: jail.privileges needs nothing of this module
+
+        privileges.drop(range(0))
         _pid, status = os.waitpid(pid, 0)
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)

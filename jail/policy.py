@@ -185,6 +185,9 @@ class Prepared:
     # The jail's namespaces (jail.userns): the user namespace, joined to make the
     # private views, and the network namespace runs join below Landlock ABI 6.
     namespaces: userns.Namespaces
+    # Below Landlock ABI 6: the calling process already joined the namespaces and is
+    # PID 1 of its own PID namespace (:func:`isolate`, done ahead of the call).
+    isolated: bool = False
 
     @property
     def abi(self) -> int:
@@ -229,6 +232,20 @@ def prepare(
             files.close()
         raise
     return Prepared(at, files, program, privileges.known_caps(), made)
+
+
+def isolate(prepared: Prepared) -> Prepared:
+    """Below Landlock ABI 6, ahead of a call whose policy depends on it (rg's spare):
+    join the jail's user and network namespaces and go on as PID 1 of a new PID
+    namespace (``jail.kernel.become_pid_one``: the calling process stays behind and
+    exits as this one will). Returns ``prepared`` marked so, for :func:`apply` to skip
+    these steps. The process then holds every capability inside the jail's user
+    namespace (none outside), until ``apply`` gives them up."""
+    userns.join(prepared.namespaces.user)
+    userns.isolate_run(prepared.namespaces)
+    privileges.die_with_parent()  # joining cleared it
+    kernel.become_pid_one()
+    return dataclasses.replace(prepared, isolated=True)
 
 
 def start_ruleset(prepared: Prepared) -> int:
@@ -302,20 +319,21 @@ def confine(
     # 1. File-system view, in a mount namespace of the jail's user namespace (whose
     # capabilities these steps use): a read-only root holding only sed, its libraries
     # and a locale; or the stores mounted read-only on the working directory.
-    joined = policy.chroot is not None or bool(policy.stores)
+    joined = policy.chroot is not None or bool(policy.stores) or ready.isolated
+    user = None if ready.isolated else ready.namespaces.user  # None: joined ahead
     if policy.chroot is not None:
         assert ready.opened.root is not None
-        mounts.enter(ready.opened.root, ready.namespaces.user)
+        mounts.enter(ready.opened.root, user)
         mounts.enter_root()
     elif policy.stores:
         assert policy.cwd is not None and policy.stores_dir is not None
-        mounts.enter(policy.stores_dir, ready.namespaces.user)
+        mounts.enter(policy.stores_dir, user)
         mounts.show_stores(policy.cwd, policy.stores)
     if policy.cwd is not None:
         os.chdir(policy.cwd)
     # Below Landlock ABI 6 (no scopes): the jail's network namespace (its abstract
     # sockets are not the host's) and a new PID namespace, entered at step 6.
-    if ready.level.namespaces:
+    if ready.level.namespaces and not ready.isolated:
         if not joined:
             userns.join(ready.namespaces.user)
             joined = True
@@ -345,6 +363,6 @@ def confine(
     landlock.enforce(ruleset)
     # 6. Below ABI 6: go on as PID 1 of the new PID namespace, where no process outside
     # is visible (the original process waits, and exits as this one will).
-    if ready.level.namespaces:
+    if ready.level.namespaces and not ready.isolated:
         kernel.become_pid_one()
     return ready
