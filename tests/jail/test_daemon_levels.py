@@ -157,3 +157,16 @@ def test_docs_kernels_carries_the_table_of_jail_kernel() -> None:
         assert (f"| {feature.name} | {feature.since} | {feature.gives} | {feature.instead} |"
                 in rows), feature.name
     assert "docs/kernels.md" in (REPO / "README.md").read_text()
+
+
+async def test_without_landlock_mcp_tells_the_model_what_is_unavailable() -> None:
+    """Over MCP (stdio, `memfs mcp` as the agent's uid): a search is refused in the
+    words of memfs/errors.py's `unavailable` row; a write works."""
+    from tests.control.mcp.conftest import call_error, call_ok, mcp_session
+
+    config = standard_config(public_tmpdir("memfs-lacks-mcp-"))
+    with Daemon(config, env={kernel.SIMULATE_ABI: "0"}) as daemon:
+        async with mcp_session(daemon.socket, uid=UID_A) as client:
+            await call_ok(client, "storage_write", {"path": "notes/m.md", "content": "alpha\n"})
+            text = await call_error(client, "storage_search", {"pattern": "alpha"})
+            assert text.startswith("Unavailable here: ") and "lsm=" in text, text
