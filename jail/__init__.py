@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         JailError,
         JailLimit,
         JailUnavailable,
+        KernelLacks,
         ToolFailed,
     )
     from jail.results import SearchResult
@@ -32,6 +33,7 @@ __all__ = [
     "JailLimit",
     "JailSettings",
     "JailUnavailable",
+    "KernelLacks",
     "SearchResult",
     "ToolFailed",
 ]
@@ -45,6 +47,7 @@ _WHERE = {
     "JailError": "jail.errors",
     "JailLimit": "jail.errors",
     "JailUnavailable": "jail.errors",
+    "KernelLacks": "jail.errors",
     "ToolFailed": "jail.errors",
 }
 

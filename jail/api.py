@@ -20,8 +20,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from jail import landlock, rg_args, sed_script
-from jail.errors import BadArguments, JailError, JailUnavailable
+from jail import kernel, rg_args, sed_script, userns
+from jail.errors import BadArguments, JailError, JailUnavailable, KernelLacks
 from jail.pump import pump, verdict
 from jail.results import Run, SearchResult, search_matches, search_result, sed_output
 from jail.settings import JailSettings
@@ -45,13 +45,21 @@ class Jail:
         settings: JailSettings,
         control: socket.socket,
         process: subprocess.Popen[bytes],
-        tools: dict[str, Tool] | None = None,
+        tools: dict[str, Tool],
+        level: kernel.Level,
+        namespaces: userns.Namespaces,
+        own_namespaces: bool,
     ) -> None:
         """Use :meth:`start`."""
         self.settings = settings
+        # the isolation level it runs at (jail.kernel): the daemon logs its describe()
+        self.level = level
+        # the jail's namespaces, handed to each launcher, and whether they are ours to
+        # close
+        self._namespaces, self._own_namespaces = namespaces, own_namespaces
         self._control = control
         self._process = process
-        self._tools = tools or {}
+        self._tools = tools
         self._send_lock = threading.Lock()
         limit = settings.max_concurrent_runs
         self._runs = None if limit is None else FairSlots(
@@ -67,23 +75,51 @@ class Jail:
     # -- life cycle -------------------------------------------------------------------
 
     @classmethod
-    def start(cls, settings: JailSettings) -> Jail:
+    def start(cls, settings: JailSettings, *, namespaces: userns.Namespaces | None = None
+              ) -> Jail:
         """Check the kernel and the tools, start the launcher and try both tools once.
 
         Needs no privilege: started by root, the jail runs as ``settings.uid``; by any
-        other uid, as that uid (see ``jail.spawn``). Raises JailUnavailable with the
-        reason when Landlock (with its scopes, ABI 6) or seccomp is missing, unprivileged
-        user namespaces are not available, rg is missing, or the sed root is missing or
-        unsafe (it is not built here: run ``scripts/build-sed-jail SED_ROOT`` first).
+        other uid, as that uid (see ``jail.spawn``). It runs at the level the kernel
+        allows (``jail.kernel``: Landlock best-effort, from ABI 1). Its namespaces:
+        ``namespaces`` if given (made by root for this uid with
+        ``userns.make(as_ids=...)``, before it gave up root; the caller keeps and closes
+        them), else made here (by root for ``settings.uid``; else unprivileged), kept
+        for the launchers to come and closed with the jail. Forks once: call it while
+        single-threaded.
+
+        Raises KernelLacks, saying what to enable, when Landlock or seccomp is missing
+        or user namespaces are refused; JailUnavailable when rg is missing, or the sed
+        root is missing or unsafe (it is not built here: run ``scripts/build-sed-jail
+        SED_ROOT`` first).
         """
-        abi = landlock.abi_version()
-        if abi < landlock.SCOPES_ABI:
-            raise JailUnavailable(landlock.too_old(abi))
-        if not _seccomp_available():
-            raise JailUnavailable("seccomp filters are not available on this kernel")
+        try:
+            level = kernel.detect()
+        except ValueError as error:
+            raise JailUnavailable(str(error)) from None
+        missing = level.missing()
+        if missing is not None:
+            raise KernelLacks(missing)
         tools = base_tools(settings)
-        control, process = spawn_launcher(settings, tools)
-        jail = cls(settings, control, process, tools)
+        own = namespaces is None
+        if namespaces is None:
+            # Made here, by the caller's process: root makes them for the jail's user
+            # (where unprivileged user namespaces are refused, root still may); any
+            # other uid needs unprivileged ones, which an AppArmor profile of the
+            # memfs binary (scripts/install --apparmor) allows on Ubuntu: the
+            # launcher, another executable, would not be covered by it.
+            as_ids = (settings.uid, settings.gid) if os.geteuid() == 0 else None
+            try:
+                namespaces = userns.make(as_ids=as_ids, refuse=level.no_userns)
+            except userns.Unavailable as error:
+                raise KernelLacks(f"search and sed edits are unavailable: {error}") from None
+        try:
+            control, process = spawn_launcher(settings, tools, level, namespaces)
+        except BaseException:
+            if own:
+                namespaces.close()
+            raise
+        jail = cls(settings, control, process, tools, level, namespaces, own)
         try:
             jail._self_test()
         except BaseException:
@@ -114,7 +150,8 @@ class Jail:
                 current.kill()
             current.wait()
             try:
-                control, process = spawn_launcher(self.settings, self._tools)
+                control, process = spawn_launcher(self.settings, self._tools, self.level,
+                                                  self._namespaces)
             except JailError:
                 raise
             except Exception as error:
@@ -145,6 +182,8 @@ class Jail:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+            if self._own_namespaces:
+                self._namespaces.close()
 
     def __enter__(self) -> Jail:
         return self
@@ -336,14 +375,6 @@ class Jail:
 
 
 # -- helpers ----------------------------------------------------------------------------
-
-
-def _seccomp_available() -> bool:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_get_seccomp = 21
-    return int(libc.prctl(pr_get_seccomp, 0, 0, 0, 0)) >= 0
 
 
 def _beneath_one(paths: Sequence[Path]) -> tuple[str, list[str]]:

@@ -22,6 +22,12 @@ class JailUnavailable(JailError):
     code = "internal"
 
 
+class KernelLacks(JailUnavailable):
+    """The kernel lacks what the jail cannot do without: Landlock, seccomp filters, or
+    (unprivileged, for a jail not started by root) user namespaces. The message says
+    what to enable. The daemon serves on, refusing search and sed edits with it."""
+
+
 class BadArguments(JailError):
     """The caller's input is refused before or by the tool: an rg flag outside the
     allow-list, a path outside the readable stores, a glob with ``..``, a sed script

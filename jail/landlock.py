@@ -2,7 +2,8 @@
 
 Landlock lets an unprivileged process give up file-system (and TCP, signal, abstract
 socket) access for itself and every future child. We build a ruleset that *handles*
-every access right the running kernel knows, so anything not granted by a rule is
+every access right the ABI the jail runs at knows (best-effort: ``jail.kernel`` says
+what stands in for the rights of later ABIs), so anything not granted by a rule is
 denied, then add rules on already-open file descriptors and enforce it.
 
 Reference: Documentation/userspace-api/landlock.rst in the Linux tree.
@@ -14,6 +15,8 @@ import ctypes
 import os
 import stat
 from collections.abc import Iterable
+
+from jail import kernel
 
 SYS_CREATE_RULESET = 444
 SYS_ADD_RULE = 445
@@ -46,10 +49,6 @@ NET_CONNECT_TCP = 1 << 1  # ABI 4
 SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 SCOPE_SIGNAL = 1 << 1  # ABI 6
 
-# The jail needs the scopes: its tools run under the uid of the daemon and the
-# launcher, which they must neither signal nor reach through an abstract socket.
-SCOPES_ABI = 6
-
 # Rights that make sense on a regular file (the kernel refuses directory rights there).
 _FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
 
@@ -78,12 +77,9 @@ def _check(result: int, what: str) -> int:
 
 
 def abi_version() -> int:
-    """Return the Landlock ABI of the running kernel, or 0 if Landlock is unavailable
-    (not built in, or not enabled in the ``lsm=`` boot list)."""
-    result = _libc.syscall(
-        SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION)
-    )
-    return max(int(result), 0)
+    """The Landlock ABI of the running kernel, or 0 without Landlock (see ``jail.kernel``,
+    whose ``detect`` is what the jail runs at)."""
+    return kernel.landlock_abi()
 
 
 def handled_fs(abi: int) -> int:
@@ -105,17 +101,7 @@ def handled_net(abi: int) -> int:
 
 def scopes(abi: int) -> int:
     """Abstract unix sockets and signals outside the sandbox are off limits."""
-    return SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= SCOPES_ABI else 0
-
-
-def too_old(abi: int) -> str:
-    """Why the jail refuses to start on a kernel whose Landlock ABI is ``abi``."""
-    found = "no Landlock at all (not built in, or not in the lsm= boot list)" if abi < 1 \
-        else f"Landlock ABI {abi}"
-    return (f"the jail needs Landlock ABI {SCOPES_ABI} (Linux >= 6.12), which keeps a jailed "
-            "tool from signalling the processes of its own uid (the daemon, the launcher) "
-            f"or connecting to their abstract unix sockets; this kernel has {found}: "
-            "refusing to run rg and sed without it")
+    return SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= kernel.SCOPES_ABI else 0
 
 
 def create_ruleset(
@@ -136,8 +122,9 @@ def create_ruleset(
     - ``path_rules``: (open fd, rights) pairs, e.g. the paths above opened ahead;
     - ``store_fds``: like ``read_fds``, plus TRUNCATE (see :data:`STORE_RIGHTS`); only
       for directories the tool sees through read-only mounts.
-    Writes, creates, removes, renames, truncates, device ioctls, TCP and (ABI >= 6)
-    signals or abstract sockets reaching outside the domain are all denied.
+    Writes, creates, removes, renames and what later ABIs handle (truncates from ABI 3,
+    TCP from 4, device ioctls from 5, signals or abstract sockets reaching outside the
+    domain from 6) are all denied.
     Paths are opened now, with the caller's current root and credentials.
     """
     if abi < 1:

@@ -10,8 +10,9 @@ execs the tool (``jail.spare_child``).
 It needs no privilege: it runs under an unprivileged uid (the daemon's own, or the
 jail's user when started by root, see ``jail.spawn``), gives up any capability it
 was started with, and is not dumpable (no process of its uid may ptrace it or read
-its memory and fds). At the hello it has the jail's user namespace made
-(``jail.userns``), in which its children make their private views.
+its memory and fds). At the hello it receives the jail's namespaces
+(``jail.userns``, made by the daemon's process), in which its children make their
+private views.
 
 The launcher is single-threaded (so forking it is safe), never runs tool code itself,
 and imports as little as possible (no pydantic): a fork costs more the bigger the
@@ -39,7 +40,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from jail import privileges, userns
+from jail import kernel, privileges, userns
 from jail.launcher_loop import Launcher
 from jail.policy import Opened, prepare
 from jail.spare_child import Ready
@@ -81,7 +82,8 @@ def _alive(pid: int) -> bool:
 
 
 def _prepare_tools(
-    specs: Mapping[str, Any], seccomp_code: bytes, fds: list[int], namespace: int
+    specs: Mapping[str, Any], seccomp_code: bytes, fds: list[int],
+    namespaces: userns.Namespaces, level: kernel.Level,
 ) -> dict[str, Ready]:
     """Each tool of the hello, prepared; ``fds`` are, tool after tool, its binary then
     the files its policy names (``Opened.fds``), as the daemon opened them."""
@@ -93,7 +95,8 @@ def _prepare_tools(
             exe, first = fds[taken], taken + 1
             taken = first + Opened.count(tool.policy)
             opened = Opened.from_fds(tool.policy, fds[first:taken])
-            prepared = prepare(tool.policy, seccomp_code, opened=opened, namespace=namespace)
+            prepared = prepare(tool.policy, seccomp_code, opened=opened, namespaces=namespaces,
+                               level=level)
             if tool.policy.chroot is None:
                 # rg's children join the jail's namespace on their call's path, which
                 # gives them a full bounding set. They keep it (emptying it takes 41
@@ -119,12 +122,17 @@ def _hello(control: socket.socket) -> tuple[dict[str, Ready], str]:
     )
     try:
         message = json.loads(data)
-        namespace = userns.make()
+        level = kernel.level_from(message["level"])
+        if len(fds) < 2:
+            raise ValueError("the hello brings no namespaces")
+        namespaces = userns.Namespaces(fds[-2], fds[-1])
+        fds = fds[:-2]
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
-    tools = _prepare_tools(message["tools"], base64.b64decode(message["seccomp"]), fds, namespace)
+    tools = _prepare_tools(message["tools"], base64.b64decode(message["seccomp"]), fds,
+                           namespaces, level)
     parent = message.get("work_dir") or tempfile.gettempdir()
     remove_stale_work_dirs(parent)
     work_dir = tempfile.mkdtemp(prefix=f"{WORK_DIR_PREFIX}{os.getpid()}-", dir=parent)

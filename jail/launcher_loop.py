@@ -32,6 +32,18 @@ class _Job:
     namespace: int | None = None  # the tool's mount namespace, held (see on_exec)
 
 
+def _mount_namespace(pid: int) -> int:
+    """An fd of the mount namespace of the tool run by child ``pid``: the child's own
+    once it has executed the tool; or (below Landlock ABI 6, where the child waits for
+    the tool as PID 1 of a PID namespace and stays not dumpable) its only child's."""
+    try:
+        return os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    except PermissionError:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            tool = int(children.read().split()[0])
+        return os.open(f"/proc/{tool}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+
+
 class Launcher:
     """The event loop: requests in, children out, replies when they are reaped.
 
@@ -152,10 +164,11 @@ class Launcher:
         stores or the sed root mounted in it): else the tool's exit unmounts them, on
         the call's path, before its parent is told; here they go when the call is
         cleaned up, after the reply. Only now can it be opened: before its exec, the
-        child is not dumpable, as the launcher is not."""
+        child is not dumpable, as the launcher is not (below Landlock ABI 6 the tool is
+        the child's child, see jail.kernel.become_pid_one, and the child stays so)."""
         self.selector.unregister(job.status_read)
-        with contextlib.suppress(OSError):  # gone already, or it failed before exec
-            job.namespace = os.open(f"/proc/{job.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        with contextlib.suppress(OSError, ValueError, IndexError):  # gone, or failed early
+            job.namespace = _mount_namespace(job.pid)
 
     def on_reply_socket(self, job: _Job) -> None:
         """The client shut its side down: it wants the tool stopped."""

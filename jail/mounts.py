@@ -137,18 +137,19 @@ def _attach(tree: int, point: bytes, what: str) -> None:
     )
 
 
-def enter(directory: int, namespace: int) -> None:
-    """Join the jail's user namespace ``namespace`` and enter a new mount namespace
-    whose mounts are all private, with ``directory`` (an open fd, O_PATH is fine, which
-    this uid may search) as the working directory, moved to the new namespace's copy
-    of its mount (see the module's docstring)."""
+def enter(directory: int, namespace: int | None) -> None:
+    """Join the jail's user namespace ``namespace`` (None: joined already) and enter a
+    new mount namespace whose mounts are all private, with ``directory`` (an open fd,
+    O_PATH is fine, which this uid may search) as the working directory, moved to the
+    new namespace's copy of its mount (see the module's docstring)."""
     try:
         os.fchdir(directory)
     except OSError as error:
         raise OSError(error.errno, f"cannot enter {os.readlink(f'/proc/self/fd/{directory}')}: "
                       f"{error.strerror} (uid {os.getuid()}, the jail's, must be able to "
                       "search it)") from None
-    userns.join(namespace)
+    if namespace is not None:
+        userns.join(namespace)
     _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _check(_libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
 

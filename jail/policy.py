@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jail import landlock, mounts, privileges, seccomp, userns
+from jail import kernel, landlock, mounts, privileges, seccomp, userns
 
 
 def _require(ok: bool, message: str) -> None:
@@ -178,19 +178,28 @@ def open_paths(policy: Policy) -> Opened:
 class Prepared:
     """The call-independent part of a policy, computed by :func:`prepare`."""
 
-    abi: int
+    level: kernel.Level
     opened: Opened
     seccomp: seccomp.Program
     capabilities: range
-    # The jail's user namespace (jail.userns), joined to make the private views.
-    userns: int
+    # The jail's namespaces (jail.userns): the user namespace, joined to make the
+    # private views, and the network namespace runs join below Landlock ABI 6.
+    namespaces: userns.Namespaces
+    # Below Landlock ABI 6: the calling process already joined the namespaces and is
+    # PID 1 of its own PID namespace (:func:`isolate`, done ahead of the call).
+    isolated: bool = False
+
+    @property
+    def abi(self) -> int:
+        """The Landlock ABI the jail runs at."""
+        return self.level.abi
 
     @property
     def path_rules(self) -> tuple[tuple[int, int], ...]:
         return self.opened.rules
 
     def close(self) -> None:
-        """Close the opened files (not ``userns``: it belongs to whoever made it)."""
+        """Close the opened files (not the namespaces: they belong to whoever made them)."""
         self.opened.close()
 
 
@@ -199,28 +208,44 @@ def prepare(
     seccomp_code: bytes | None = None,
     *,
     opened: Opened | None = None,
-    namespace: int | None = None,
+    namespaces: userns.Namespaces | None = None,
+    level: kernel.Level | None = None,
 ) -> Prepared:
-    """Check Landlock (its ABI must scope signals and abstract sockets: the tool runs
-    under the uid of the processes it must not reach), take the seccomp program
-    (``seccomp_code``, as compiled by ``seccomp.compiled_filter``, or compiled here),
-    the files of the policy (``opened``, or :func:`open_paths` here), the jail's user
-    namespace (``namespace``, or ``userns.make()`` here) and list the capabilities.
-    Raises OSError or ValueError. The result is reused by every :func:`apply` of this
-    policy."""
-    abi = landlock.abi_version()
-    if abi < landlock.SCOPES_ABI:
-        raise OSError(landlock.too_old(abi))
+    """Take the level the jail runs at (``level``, or ``kernel.detect()`` here; it must
+    have Landlock and seccomp), the seccomp program (``seccomp_code``, as compiled by
+    ``seccomp.compiled_filter`` for that level, or compiled here), the files of the
+    policy (``opened``, or :func:`open_paths` here), the jail's namespaces
+    (``namespaces``, or ``userns.make()`` here) and list the capabilities. Raises
+    OSError or ValueError. The result is reused by every :func:`apply` of this policy."""
+    at = kernel.detect() if level is None else level
+    missing = at.missing()
+    if missing is not None:
+        raise OSError(missing)
     code = seccomp_code
-    program = seccomp.program() if code is None else seccomp.checked_program(code)
+    program = (seccomp.program(at.namespaces) if code is None
+               else seccomp.checked_program(code))
     files = open_paths(policy) if opened is None else opened
     try:
-        made = userns.make() if namespace is None else namespace
+        made = userns.make(refuse=at.no_userns) if namespaces is None else namespaces
     except BaseException:
         if opened is None:
             files.close()
         raise
-    return Prepared(abi, files, program, privileges.known_caps(), made)
+    return Prepared(at, files, program, privileges.known_caps(), made)
+
+
+def isolate(prepared: Prepared) -> Prepared:
+    """Below Landlock ABI 6, ahead of a call whose policy depends on it (rg's spare):
+    join the jail's user and network namespaces and go on as PID 1 of a new PID
+    namespace (``jail.kernel.become_pid_one``: the calling process stays behind and
+    exits as this one will). Returns ``prepared`` marked so, for :func:`apply` to skip
+    these steps. The process then holds every capability inside the jail's user
+    namespace (none outside), until ``apply`` gives them up."""
+    userns.join(prepared.namespaces.user)
+    userns.isolate_run(prepared.namespaces)
+    privileges.die_with_parent()  # joining cleared it
+    kernel.become_pid_one()
+    return dataclasses.replace(prepared, isolated=True)
 
 
 def start_ruleset(prepared: Prepared) -> int:
@@ -253,19 +278,22 @@ def apply(
 
     On return the process keeps its (unprivileged) uid and gid, holds no capability,
     is in its own mount namespace with a read-only root (chroot) or the stores' view if
-    asked, inside a Landlock domain granting only the listed reads and executes and
-    keeping signals and abstract unix sockets inside, with resource limits set and the
-    seccomp allow-list loaded: the next step is exec. ``prepared`` is :func:`prepare`
-    of this policy (made here if None). Raises OSError (or ValueError) on any failure;
-    the caller must then exit, never exec. Refuses root (ValueError), needs Landlock
-    with scopes (checked: no silent fallback) and unprivileged user namespaces.
+    asked, inside a Landlock domain granting only the listed reads and executes, with
+    signals and abstract unix sockets kept inside (Landlock's scopes; below ABI 6 the
+    caller is PID 1 of a PID namespace of its own, in the jail's network namespace:
+    its original process stays behind, waiting, and exits as it does, see
+    ``jail.kernel.become_pid_one``), with resource limits set and the seccomp
+    allow-list loaded: the next step is exec. ``prepared`` is :func:`prepare` of this
+    policy (made here if None). Raises OSError (or ValueError) on any failure; the
+    caller must then exit, never exec. Refuses root (ValueError), needs Landlock and
+    seccomp (checked: no silent fallback) and the jail's user namespace.
 
     Steps done ahead of the call, by the launcher's spare child: ``ruleset`` is
     :func:`start_ruleset` of ``prepared``; ``limits_set`` says that it already did
     ``set_limits(policy.limits)``.
     """
     ready = confine(policy, prepared, ruleset=ruleset, limits_set=limits_set)
-    # 6. seccomp last: from here on only the allow-listed system calls work.
+    # 7. seccomp last: from here on only the allow-listed system calls work.
     seccomp.load(ready.seccomp)
 
 
@@ -291,17 +319,25 @@ def confine(
     # 1. File-system view, in a mount namespace of the jail's user namespace (whose
     # capabilities these steps use): a read-only root holding only sed, its libraries
     # and a locale; or the stores mounted read-only on the working directory.
-    joined = policy.chroot is not None or bool(policy.stores)
+    joined = policy.chroot is not None or bool(policy.stores) or ready.isolated
+    user = None if ready.isolated else ready.namespaces.user  # None: joined ahead
     if policy.chroot is not None:
         assert ready.opened.root is not None
-        mounts.enter(ready.opened.root, ready.userns)
+        mounts.enter(ready.opened.root, user)
         mounts.enter_root()
     elif policy.stores:
         assert policy.cwd is not None and policy.stores_dir is not None
-        mounts.enter(policy.stores_dir, ready.userns)
+        mounts.enter(policy.stores_dir, user)
         mounts.show_stores(policy.cwd, policy.stores)
     if policy.cwd is not None:
         os.chdir(policy.cwd)
+    # Below Landlock ABI 6 (no scopes): the jail's network namespace (its abstract
+    # sockets are not the host's) and a new PID namespace, entered at step 6.
+    if ready.level.namespaces and not ready.isolated:
+        if not joined:
+            userns.join(ready.namespaces.user)
+            joined = True
+        userns.isolate_run(ready.namespaces)
 
     # 2. Limits; lowering needs no privilege but doing it first keeps the order simple.
     if not limits_set:
@@ -323,6 +359,10 @@ def confine(
         privileges.die_with_parent()  # after joining the namespace, which clears it
 
     # 5. Landlock: reads only beneath the granted fds/paths, execute only the tool,
-    # signals and abstract unix sockets only within the domain.
+    # (ABI >= 6) signals and abstract unix sockets only within the domain.
     landlock.enforce(ruleset)
+    # 6. Below ABI 6: go on as PID 1 of the new PID namespace, where no process outside
+    # is visible (the original process waits, and exits as this one will).
+    if ready.level.namespaces and not ready.isolated:
+        kernel.become_pid_one()
     return ready

@@ -51,7 +51,6 @@ _ALLOWED = (
     "faccessat2", "getcwd", "chdir", "fchdir", "fadvise64",
     "mmap", "munmap", "mprotect", "mremap", "madvise", "brk", "membarrier",
     "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "rt_sigsuspend",
-    "tgkill", "tkill",  # abort()/raise() signal the process itself (Landlock scopes the rest)
     "futex", "set_robust_list", "get_robust_list", "set_tid_address", "rseq",
     "sched_yield", "sched_getaffinity", "getcpu",
     "nanosleep", "clock_nanosleep", "clock_gettime", "clock_getres", "gettimeofday", "time",
@@ -66,7 +65,7 @@ _ALLOWED = (
 )  # fmt: skip
 
 
-def _build() -> sc.SyscallFilter:
+def _build(pid_one: bool) -> sc.SyscallFilter:
     # Imported here, not at the top: the launcher only loads programs compiled by the
     # daemon, and pyseccomp (ctypes.util, libseccomp) would double the cost of its forks.
     import pyseccomp as sc
@@ -76,6 +75,16 @@ def _build() -> sc.SyscallFilter:
     # default "bad arch" action: only the native table is added.
     for name in _ALLOWED:
         f.add_rule(sc.ALLOW, name)
+
+    # abort()/raise() signal the process itself (tgkill). With Landlock's scopes (ABI
+    # >= 6) nothing outside the sandbox can be signalled anyway; without, the tool is
+    # PID 1 of a PID namespace of its own (jail.kernel), and only its own pid, 1, may
+    # be named (tkill, which names a thread alone, is refused).
+    if pid_one:
+        f.add_rule(sc.ALLOW, "tgkill", sc.Arg(0, sc.MASKED_EQ, _LOW32, 1))
+    else:
+        f.add_rule(sc.ALLOW, "tgkill")
+        f.add_rule(sc.ALLOW, "tkill")
 
     # Opening is allowed only for reading: every write/create/truncate flag must be clear.
     read_only = sc.Arg(2, sc.MASKED_EQ, _WRITE_FLAGS, 0)
@@ -119,13 +128,15 @@ def _build() -> sc.SyscallFilter:
 
 
 @functools.cache
-def compiled_filter() -> bytes:
-    """The allow-list as a classic BPF program (an array of 8-byte ``sock_filter``).
+def compiled_filter(pid_one: bool = False) -> bytes:
+    """The allow-list as a classic BPF program (an array of 8-byte ``sock_filter``);
+    ``pid_one``: for a tool run as PID 1 of its own PID namespace (below Landlock ABI
+    6, see ``jail.kernel``), which may signal only itself.
 
     Compiled once per process and cached; raises OSError if libseccomp fails.
     """
     with os.fdopen(os.memfd_create("memfs-seccomp"), "w+b") as sink:
-        _build().export_bpf(sink)
+        _build(pid_one).export_bpf(sink)
         sink.seek(0)
         program = sink.read()
     if not program or len(program) % 8:
@@ -147,9 +158,9 @@ class Program:
 
 
 @functools.cache
-def program() -> Program:
+def program(pid_one: bool = False) -> Program:
     """:func:`compiled_filter`, ready to :func:`load` (cached)."""
-    return Program(compiled_filter())
+    return Program(compiled_filter(pid_one))
 
 
 def checked_program(code: bytes) -> Program:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import fcntl
 import json
 import os
@@ -20,7 +21,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from jail import mounts, privileges
-from jail.policy import Policy, Prepared, apply, confine, set_limits, start_ruleset
+from jail.policy import (
+    Policy,
+    Prepared,
+    apply,
+    confine,
+    isolate,
+    set_limits,
+    start_ruleset,
+)
 from jail.seccomp import load as load_seccomp
 from jail.wire import EXEC_FAILED, MAX_FDS, MAX_MESSAGE, Tool
 
@@ -106,10 +115,15 @@ def spare_main(
       the spare waits chrooted in its own mount namespace, with no capability, inside
       its Landlock domain; the call brings only stdio and argv; the seccomp filter is
       loaded after they are received (it would refuse ``recvmsg``), just before exec;
-    - rg: nothing more (it waits as the launcher does: unprivileged, no capability);
-      with the call come the stores, and ``policy.apply`` makes their view in a mount
-      namespace of its own (only there can the daemon's fds be looked up) and applies
-      the rest of the policy.
+    - rg: nothing more (it waits as the launcher does: unprivileged, no capability;
+      below Landlock ABI 6, already PID 1 of its own PID namespace in the jail's
+      namespaces, ``policy.isolate``, holding every capability of the jail's user
+      namespace, none of the host's); with the call come the stores, and
+      ``policy.apply`` makes their view in a mount namespace of its own (only there
+      can the daemon's fds be looked up) and applies the rest of the policy.
+
+    Below Landlock ABI 6 the confinement forks (``jail.kernel.become_pid_one``): the
+    spare stays behind, waiting for the tool, and exits as it does.
     """
     ready = tools[name]
     policy = ready.tool.policy
@@ -119,16 +133,18 @@ def spare_main(
         os.setsid()
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         privileges.die_with_parent()
-        keep = {0, 1, 2, sock.fileno(), status, ready.exe, ready.prepared.userns}
+        keep = {0, 1, 2, sock.fileno(), status, ready.exe, *ready.prepared.namespaces.fds()}
         keep.update(ready.prepared.opened.fds())
         _close_all_but(keep)
         ruleset = start_ruleset(ready.prepared)
         if ahead:
             confine(policy, ready.prepared, ruleset=ruleset)
             ruleset = None  # enforced and closed
-            os.close(ready.prepared.userns)  # joined: no longer needed
+            ready.prepared.namespaces.close()  # joined: no longer needed
         else:
             set_limits(policy.limits)
+            if ready.prepared.level.namespaces:  # PID 1 of its own, before the call
+                ready = dataclasses.replace(ready, prepared=isolate(ready.prepared))
         _warm_up(ready, name, work_dir)
         request, fds, _flags, _addr = socket.recv_fds(
             sock, MAX_MESSAGE, MAX_FDS, socket.MSG_CMSG_CLOEXEC

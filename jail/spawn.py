@@ -6,6 +6,7 @@ state directory)."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import socket
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jail import binaries, seccomp
+from jail import binaries, kernel, seccomp, userns
 from jail.errors import JailUnavailable
 from jail.policy import Limits, Policy, open_paths
 from jail.settings import JailSettings
@@ -25,9 +26,12 @@ _LAUNCHER_MAIN = "from jail.launcher import main; main()"
 
 
 def spawn_launcher(
-    settings: JailSettings, tools: dict[str, Tool]
+    settings: JailSettings, tools: dict[str, Tool], level: kernel.Level,
+    namespaces: userns.Namespaces,
 ) -> tuple[socket.socket, subprocess.Popen[bytes]]:
-    """Start a launcher process and hand it the tools; raises JailUnavailable.
+    """Start a launcher process and hand it the tools, the ``level`` the jail runs at
+    and the jail's ``namespaces`` (owned by the launcher's uid; the caller keeps its
+    fds); raises JailUnavailable.
 
     The launcher runs under this process's uid, or, if this process is root, under
     ``settings.uid``/``gid`` with no supplementary group: the jail never holds a
@@ -59,11 +63,15 @@ def spawn_launcher(
         hello = {
             "tools": {name: tool.to_json() for name, tool in tools.items()},
             "work_dir": str(settings.work_dir) if settings.work_dir else None,
-            "seccomp": base64.b64encode(seccomp.compiled_filter()).decode("ascii"),
+            "seccomp": base64.b64encode(
+                seccomp.compiled_filter(level.namespaces)).decode("ascii"),
+            "level": dataclasses.asdict(level),
         }
         for tool in tools.values():
             files.append(os.open(tool.exe, os.O_PATH | os.O_CLOEXEC))
             files += open_paths(tool.policy).fds()
+        # dup'ed: the fds sent are closed here, the caller keeps its namespaces
+        files += [os.dup(fd) for fd in namespaces.fds()]
         socket.send_fds(control, [json.dumps(hello).encode()], files)
         control.settimeout(30)
         answer = json.loads(control.recv(65536) or b"{}")

@@ -4,12 +4,14 @@ The client runs the launcher with FD: one end of a SOCK_SEQPACKET socketpair.
 Messages are JSON; file descriptors travel with SCM_RIGHTS:
 
 1. hello (client -> launcher): ``{"tools": {"rg": Tool, "sed": Tool}, "work_dir": ...,
-   "seccomp": BASE64}`` (the BPF program, compiled by the client: libseccomp is not
-   loaded in the launcher), with fds: for each tool, its binary then the files its
-   policy names (``policy.Opened.fds``), opened by the client (the launcher's uid may
-   not reach them). The launcher has the jail's user namespace made, prepares each
-   tool's policy, makes its work directory and answers ``{"ok": true, "abi": N,
-   "pid": PID}`` or ``{"ok": false, "error": "..."}``.
+   "seccomp": BASE64, "level": Level}`` (the BPF program for the level, compiled by
+   the client: libseccomp is not loaded in the launcher; the level of
+   ``jail.kernel``), with fds: for each tool, its binary then the files its policy
+   names (``policy.Opened.fds``), opened by the client (the launcher's uid may not
+   reach them); then the jail's user and network namespaces (``jail.userns``, made
+   by the client). The launcher prepares each tool's policy, makes its work
+   directory and answers ``{"ok": true, "abi": N, "pid": PID}`` or
+   ``{"ok": false, "error": "..."}``.
 2. each call (client -> launcher): ``{"tool": "rg", "argv": [...], "stores": [names],
    "paths": [...]}`` with fds ``[reply socket, stdin, stdout, stderr]``, then, if the
    call has stores, their common directory and the store directories; ``paths`` are

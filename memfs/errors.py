@@ -31,6 +31,13 @@ class MemfsError(Exception):
     code: str | None = None
 
 
+class Unavailable(MemfsError):
+    """What this daemon cannot do on its host (search and sed edits without the jail);
+    the message says what to enable."""
+
+    code = "unavailable"
+
+
 class ErrorKind:
     """One row of ``ERRORS``. ``status`` and ``title``: the HTTP problem's (None when
     HTTP never answers this code); ``exit_code``: the CLI's, and ``for_model``: what a
@@ -96,6 +103,13 @@ ERRORS: dict[str, ErrorKind] = {kind.code: kind for kind in (
               exit_code=EXIT_MIRROR,
               for_model="A mirror push failed: {message}. The memory itself is unchanged; "
                         "tell the operator."),
+    # this daemon cannot run search or sed edits: its kernel lacks what the jail needs
+    # (Landlock, seccomp, user namespaces); the message says what to enable. Everything
+    # else serves; nothing was done
+    ErrorKind("unavailable", "daemon", status=501, title="Unavailable on this host",
+              exit_code=EXIT_ERROR,
+              for_model="Unavailable here: {message}. Nothing was done; read and write "
+                        "files instead, and tell the operator."),
     ErrorKind("internal", "daemon", status=500, title="Internal error", exit_code=EXIT_ERROR,
               for_model="memfs internal error: {message}"),
     ErrorKind("unauthenticated", "http", status=401, title="Authentication required"),

@@ -31,10 +31,11 @@ from jail.errors import (
     JailError,
     JailLimit,
     JailUnavailable,
+    KernelLacks,
     ToolFailed,
 )
 from memfs import cli
-from memfs.errors import ERRORS, EXIT_ERROR, MemfsError
+from memfs.errors import ERRORS, EXIT_ERROR, MemfsError, Unavailable
 from memfs.memory.errors import AlreadyExists, Closed, LeaseHeld, LeaseLost
 from memfs.store.errors import (
     AgentRequired,
@@ -95,7 +96,7 @@ README_EXIT = _readme_exit_codes()
 
 def test_readme_names_what_these_tests_read() -> None:
     """Guards the parsing above: each list README gives was found, and whole."""
-    assert PROTOCOL_CODES[0] == "conflict" and len(PROTOCOL_CODES) == 12
+    assert PROTOCOL_CODES[0] == "conflict" and len(PROTOCOL_CODES) == 13
     assert HTTP_STATUS["conflict"] == HTTP_STATUS["lease_lost"] == 409
     assert HTTP_STATUS["unauthenticated"] == 401 and HTTP_STATUS["internal"] == 500
     assert README_EXIT["lease_held"] == 3 and README_EXIT["no_space"] == 6
@@ -137,6 +138,8 @@ LAST = LastWrite("bob", 1_700_000_000.0)
 # and the code README gives it (None: an internal failure, logged and answered internal).
 RAISED: list[tuple[BaseException, str | None]] = [
     (MemfsError("the jail is not running"), None),
+    # search or a sed edit where the kernel lacks what the jail needs
+    (Unavailable("this kernel lacks Landlock; enable it"), "unavailable"),
     (InvalidInput("bad path"), "invalid"),  # "2 bad usage or invalid input (bad path"
     (TooLarge("over the limit"), "too_large"),
     (PermissionDenied("read-only"), "permission_denied"),
@@ -154,7 +157,9 @@ RAISED: list[tuple[BaseException, str | None]] = [
     (HistoryError("the repository is corrupt"), None),  # rebuilt at start: internal
     (HistoryFull("no space for history"), "no_space"),
     (JailError("the launcher died"), None),
-    (JailUnavailable("no Landlock"), "internal"),
+    (JailUnavailable("no sed root"), "internal"),
+    # at start only: the daemon serves on, refusing search and sed edits as unavailable
+    (KernelLacks("no Landlock"), "internal"),
     (BadArguments("rg flag --pre refused"), "invalid"),  # "refused rg flag or sed script"
     (JailLimit("timed out"), "invalid"),
     (JailBusy("4 runs at once"), "busy"),  # "a limit ... (jailed tool runs) is reached"
@@ -173,7 +178,7 @@ def test_every_exception_raised_on_purpose_is_sampled_above() -> None:
         if isinstance(value, type) and issubclass(value, BaseException)
         and value.__module__ == module.__name__
     }
-    assert defined | {MemfsError} == {type(error) for error, _ in RAISED}
+    assert defined | {MemfsError, Unavailable} == {type(error) for error, _ in RAISED}
 
 
 @pytest.mark.parametrize(("error", "code"), RAISED, ids=lambda v: type(v).__name__)

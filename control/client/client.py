@@ -155,6 +155,13 @@ class MirrorFailedError(MemfsClientError):
     code = "mirror_failed"
 
 
+class UnavailableError(MemfsClientError):
+    """This daemon cannot do it on its host (search and sed edits, when the kernel
+    lacks what the jail needs; the message says what to enable)."""
+
+    code = "unavailable"
+
+
 class InternalError(MemfsClientError):
     code = "internal"
 

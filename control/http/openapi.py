@@ -46,6 +46,7 @@ _ERRORS = {
     "400": "invalid", "401": "no valid bearer token", "403": "permission_denied",
     "404": "not_found", "409": "conflict, lease_held or lease_lost", "413": "too_large",
     "500": "internal: a failure of memfs itself (logged)", "503": "busy: retry shortly",
+    "501": "unavailable: search and sed edits, where the kernel lacks what the jail needs",
     "507": "no_space: the memory's disk is full",
 }
 ETAG = {"ETag": {"description": "the blake3 digest, quoted", "required": True,

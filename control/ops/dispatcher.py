@@ -81,18 +81,20 @@ def _details(error: BaseException) -> dict[str, Any]:
 
 class Dispatcher:
     """Carries out requests with the collaborators it is given: the engine, the jail
-    (None: no search or sed edit), the memory model, the stores' mirrors (default:
+    (None: search and sed edits are refused as ``unavailable``, with ``tools_off``: why,
+    and what to enable), the memory model, the stores' mirrors (default:
     their records, with no pusher running) and ranked recall (None: no recall); each
     op's handler comes from the registry (control/ops/registry.py)."""
 
     def __init__(self, engine: Engine, tools: Jail | None = None,
                  memory: Memory | None = None, mirrors: Mirrors | None = None,
-                 recall: Recall | None = None) -> None:
+                 recall: Recall | None = None, *, tools_off: str | None = None) -> None:
         self.engine = engine
         self.tools = tools
         self.memory = memory or Memory(engine)
         self.mirrors = mirrors or Mirrors(engine.config)
-        self.parts = Parts(engine, self.memory, tools, self._tokens, self.mirrors, recall)
+        self.parts = Parts(engine, self.memory, tools, self._tokens, self.mirrors, recall,
+                           *([tools_off] if tools_off else []))
         self._disk_full = RateLimitedLog()
 
     @functools.cached_property

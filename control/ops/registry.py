@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from control.protocol.base import BaseRequest
 from control.protocol.wire import Codec, ProtocolError, op_of
-from memfs.errors import MemfsError
+from memfs.errors import Unavailable
 from memfs.recall.errors import RecallOff
 from memfs.store.paths import MemPath, parse_path
 
@@ -90,6 +90,8 @@ class Parts:
     tokens: Callable[[], Tokens]
     mirrors: Mirrors
     recall: Recall | None = None
+    # why there is no jail (the kernel lacks what it needs: what to enable)
+    jail_off: str = "search and sed edits are unavailable: the jail is not running"
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,9 @@ class Call:
         return self.parts.memory
 
     def jail(self) -> Jail:
-        """The jail; raises MemfsError when it is not running."""
+        """The jail; raises Unavailable (saying why) when it is not running."""
         if self.parts.jail is None:
-            raise MemfsError("search and sed edits are unavailable: the jail is not running")
+            raise Unavailable(self.parts.jail_off)
         return self.parts.jail
 
     def recall(self) -> Recall:

@@ -37,7 +37,7 @@ from control.socket.server import (
     bind_listener,
     max_line_bytes,
 )
-from jail import Jail, JailError, JailSettings
+from jail import Jail, JailError, JailSettings, KernelLacks
 from memfs import places
 from memfs.config import Config, ConfigError, load_config, personal_config
 from memfs.daemon import privilege
@@ -45,7 +45,7 @@ from memfs.daemon.sdnotify import notify
 from memfs.errors import MemfsError
 from memfs.memory.model import Memory
 from memfs.recall import Recall
-from memfs.service_user import service_user
+from memfs.service_user import ServiceUser, service_user
 from memfs.store import shared_root
 from memfs.store.engine import Engine
 from memfs.store.mirror import Mirrors
@@ -53,6 +53,7 @@ from memfs.store.mirror import Mirrors
 if TYPE_CHECKING:
     from control.http.app import BoundHttp
     from control.http.server import HttpLimits
+    from jail.userns import Namespaces
     from memfs.fuse.mount import Mount
 
 log = logging.getLogger("memfs")
@@ -100,8 +101,10 @@ def ensure_sed_root(sed_root: Path) -> None:
         raise MemfsError(f"building the sed jail failed: {done.stderr.strip()}")
 
 
-def start_jail(config: Config) -> Jail:
-    """Start the jail launcher; raises jail.JailUnavailable with a clear message."""
+def start_jail(config: Config, namespaces: Namespaces | None = None) -> Jail:
+    """Start the jail launcher (in ``namespaces``, made by root for this uid, if given);
+    raises jail.JailUnavailable with a clear message (KernelLacks: the kernel lacks
+    what the jail needs, saying what to enable)."""
     sed_root = config.jail.sed_root or config.root / "state" / "sed-root"
     ensure_sed_root(sed_root)
     settings = JailSettings(
@@ -113,7 +116,33 @@ def start_jail(config: Config) -> Jail:
         queue_per_caller=config.limits.jail_queue_per_uid,
         queue_seconds=config.limits.jail_queue_seconds,
     )
-    return Jail.start(settings)
+    return Jail.start(settings, namespaces=namespaces)
+
+
+def make_jail_namespaces(user: ServiceUser) -> Namespaces | None:
+    """As root, before giving up root: the jail's namespaces for ``user`` (see
+    jail/userns.py: made by a short-lived helper keeping CAP_SYS_ADMIN alone, where
+    unprivileged user namespaces may be refused). None if they cannot be made (the
+    jail then says why when it starts)."""
+    from jail import userns
+
+    try:
+        return userns.make(as_ids=(user.uid, user.gid))
+    except OSError as error:
+        log.warning("cannot make the jail's namespaces as root: %s", error)
+        return None
+
+
+def start_tools(config: Config, namespaces: Namespaces | None) -> tuple[Jail | None, str]:
+    """The jail, started and its level logged; or None and why, when the kernel lacks
+    what it needs (the daemon serves on, refusing search and sed edits with it)."""
+    try:
+        jail = start_jail(config, namespaces)
+    except KernelLacks as error:
+        log.warning("%s", error)  # "search and sed edits are unavailable: ..."
+        return None, str(error)
+    log.info("%s", jail.level.describe())
+    return jail, ""
 
 
 MIN_CONNECTIONS = 8
@@ -192,10 +221,11 @@ class Started:
     http_limits: HttpLimits | None
     control: socket.socket
     http: BoundHttp | None
-    jail: Jail
+    jail: Jail | None  # None: the kernel lacks what it needs, ``jail_off`` says what
     engine: Engine
     mount: Mount | None
     recall: Recall | None
+    jail_off: str = ""
 
 
 def start(config: Config, stack: contextlib.ExitStack, *,
@@ -204,8 +234,10 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     root only: the root, the mount point and the socket's directory handed to the
     service user (config ``user``; a personal memory's owner), and what root left in
     the root adopted. Then, as root or as the user who started the daemon: the HTTP
-    listener and the control socket bound, and (as root) root dropped for good. From
-    there on, exactly as for a start by a normal user: the jail started, the engine
+    listener and the control socket bound, and (as root) the jail's namespaces made for
+    the service user and root dropped for good. From there on, exactly as for a start
+    by a normal user: the jail started (or, on a kernel lacking what it needs, none:
+    search and sed edits are then refused, saying what to enable), the engine
     opened (no store file read), the view mounted (through the setuid fusermount3;
     with ``mount="attach"`` only a FUSE session opened, which root mounts from
     outside), and the process locked down
@@ -222,14 +254,21 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     control = bind_listener(config.socket)
     stack.callback(_remove_socket, config.socket)  # ours to remove, once bound
     stack.callback(control.close)
+    namespaces = None
     if user is not None:
+        # Made as root (where unprivileged user namespaces are refused, root may still
+        # make them), used by the jail's launchers, which run as the service user.
+        namespaces = make_jail_namespaces(user)
+        if namespaces is not None:
+            stack.callback(namespaces.close)
         privilege.drop(user)
     if config.personal is not None and os.geteuid() == config.personal.owner:
         # found from the uid alone too: MCP clients start `memfs mcp` without XDG_*
         links = places.publish(str(config.socket))
         stack.callback(places.unpublish, links, str(config.socket))
-    jail = start_jail(config)  # under the service user: the jail needs no privilege
-    stack.callback(jail.close)
+    jail, jail_off = start_tools(config, namespaces)  # the jail needs no privilege
+    if jail is not None:
+        stack.callback(jail.close)
     if any(spec.mirrors for spec in config.stores.values()):
         from memfs.store.restore import restore_from_mirrors
 
@@ -253,7 +292,8 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     if mounted is not None:
         stack.callback(mounted.close)
     privilege.lock_down()
-    return Started(limits, http_limits, control, bound, jail, engine, mounted, recall)
+    return Started(limits, http_limits, control, bound, jail, engine, mounted, recall,
+                   jail_off)
 
 
 # Why a listener could not bind, in the words of the config it came from.
@@ -309,14 +349,16 @@ async def run(config: Config, started: Started, *,
 
             metrics = Metrics()
             dispatcher = MeasuredDispatcher(engine, jail, memory, mirrors, started.recall,
-                                            metrics=metrics)
+                                            metrics=metrics, tools_off=started.jail_off)
             server: ControlServer = MeasuredControlServer(dispatcher, started.limits,
                                                           metrics=metrics)
             engine.observe_commits(metrics.commit_seconds.observe)
-            jail.observer = metrics.jail_run
+            if jail is not None:
+                jail.observer = metrics.jail_run
             metrics.watch_mirrors(mirrors)
         else:
-            dispatcher = Dispatcher(engine, jail, memory, mirrors, started.recall)
+            dispatcher = Dispatcher(engine, jail, memory, mirrors, started.recall,
+                                    tools_off=started.jail_off)
             server = ControlServer(dispatcher, started.limits)
         await trio.to_thread.run_sync(engine.recover)
         await trio.to_thread.run_sync(memory.repair)

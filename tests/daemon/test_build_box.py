@@ -29,3 +29,23 @@ def test_the_box_gets_every_package_scripts_setup_installs() -> None:
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert set(done.stdout.split()) == wanted
+
+
+def test_the_box_gets_the_wheels_of_scripts_setups_pins() -> None:
+    """scripts/setup --test installs schemathesis, pinned, with --no-index from the
+    box's wheelhouse: build-box must put its wheels (and its dependencies') there."""
+    pinned = subprocess.run(["bash", "-c", "grep -E '^schemathesis_version=' scripts/setup"],
+                            cwd=REPO, capture_output=True, text=True, check=True)
+    version = pinned.stdout.strip().split("=", 1)[1]
+    done = subprocess.run(["vagrant/build-box", "--pins"], cwd=REPO, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [f"schemathesis=={version}"]
+
+
+def test_its_closing_hint_names_the_driver_readme_names() -> None:
+    script = (REPO / "vagrant" / "build-box").read_text()
+    hint = [line for line in script.splitlines() if 'say "use it:' in line]
+    assert len(hint) == 1 and "MEMFS_VAGRANT_DRIVER=qemu" in hint[0]
+    readme = (REPO / "README.md").read_text()
+    assert "MEMFS_VAGRANT_DRIVER=qemu" in readme

@@ -114,16 +114,29 @@ def _status(pid: int | str) -> dict[str, str]:
     return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines())}
 
 
-def spares(jail: Jail) -> dict[str, int]:
+def _children(pid: int | str) -> list[str]:
+    return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+
+
+def spares(jail: Jail, *, relays: list[int] | None = None) -> dict[str, int]:
     """The launcher's idle children, by tool: the sed one waits chrooted in the sed root,
-    the rg one as the launcher does."""
+    the rg one as the launcher does. Below Landlock ABI 6 each spare is already PID 1
+    of its PID namespace, the child of the launcher's child (which waits for it,
+    holding nothing: appended to ``relays``): that grandchild is given."""
     launcher = jail._process.pid
     time.sleep(0.2)  # the launcher forks them once it has replied: let it
-    children = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
+    children = _children(launcher)
     found = {}
     for child in children:
         root = os.readlink(f"/proc/{child}/root")
-        found["sed" if root == str(jail.settings.sed_root.resolve()) else "rg"] = int(child)
+        tool = "sed" if root == str(jail.settings.sed_root.resolve()) else "rg"
+        found[tool] = int(child)
+        if jail.level.namespaces:
+            waiting = _children(child)
+            assert len(waiting) == 1 and os.listdir(f"/proc/{child}/fd") == []
+            found[tool] = int(waiting[0])
+            if relays is not None:
+                relays.append(int(child))
     assert len(found) == len(children)
     return found
 
@@ -146,13 +159,21 @@ def test_no_leak_of_fds_or_processes(jail: Jail, stores: dict[str, Path]) -> Non
     found = spares(jail)
     assert set(found) == {"rg", "sed"}
     # rg's waits as the launcher does, the jail's uid with no capability (it joins the
-    # jail's user namespace to mount the stores of its call)...
+    # jail's user namespace to mount the stores of its call; below Landlock ABI 6 it
+    # has joined it already: capabilities of that namespace only)...
     assert _status(found["rg"])["Uid"].split() == [str(jail.settings.uid)] * 4
-    assert _status(found["rg"])["CapEff"] == "0000000000000000"
+    if jail.level.namespaces:
+        assert _in_the_jails_user_namespace(found["rg"])
+    else:
+        assert _status(found["rg"])["CapEff"] == "0000000000000000"
     for pid in found.values():
         assert Path(f"/proc/{pid}/task/{pid}/children").read_text() == ""
         # ... and each holds only its own fds: none of the launcher's sockets or pipes.
         assert _own_fds(pid) == (1, 1)
+
+
+def _in_the_jails_user_namespace(pid: int) -> bool:
+    return os.readlink(f"/proc/{pid}/ns/user") != os.readlink("/proc/self/ns/user")
 
 
 def _own_fds(pid: int) -> tuple[int, int]:
@@ -291,12 +312,17 @@ def test_no_process_of_the_jail_is_privileged(jail: Jail) -> None:
     dumpable (their /proc files are root's, not their uid's: no process of that uid may
     ptrace them or read their memory)."""
     jail.sed(["p"], b"")
-    for pid in [jail.launcher_pid, *spares(jail).values()]:
+    relays: list[int] = []
+    found = spares(jail, relays=relays)
+    for pid in [jail.launcher_pid, *found.values(), *relays]:
         status = _status(pid)
         assert status["Uid"].split() == [str(jail.settings.uid)] * 4, pid
         assert status["Uid"].split()[0] != "0"
-        assert status["CapEff"] == "0000000000000000", pid
-        assert status["CapPrm"] == "0000000000000000", pid
+        if pid == found["rg"] and jail.level.namespaces:  # of the jail's namespace only
+            assert _in_the_jails_user_namespace(pid)
+        else:
+            assert status["CapEff"] == "0000000000000000", pid
+            assert status["CapPrm"] == "0000000000000000", pid
         assert status["NoNewPrivs"] == "1", pid
         assert os.stat(f"/proc/{pid}/environ").st_uid == 0, pid
 
@@ -315,7 +341,12 @@ def test_a_running_tool_holds_nothing(
         status: dict[str, str] = {}
         deadline = time.monotonic() + scaled(3)
         while not status and time.monotonic() < deadline:
-            for child in Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split():
+            found = _children(launcher)
+            if jail.level.namespaces:  # the tool is PID 1 of its own, a grandchild
+                for child in list(found):
+                    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                        found += _children(child)
+            for child in found:
                 with contextlib.suppress(FileNotFoundError, ProcessLookupError):
                     if os.readlink(f"/proc/{child}/exe") == str(jail.settings.rg_path.resolve()):
                         status = _status(child)

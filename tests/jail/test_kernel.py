@@ -5,6 +5,10 @@ does, see ``jail.spawn``), applies a policy like the rg one (stores: A only) wit
 ``jail.policy.apply``, then tries one hostile thing *directly in the forked Python
 child* and exits with the errno it got (0 = it worked). The expected errno is per row;
 positive rows (reading inside A) make sure the table can fail.
+
+The attack rows run at every level the jail knows (``LEVELS``: Landlock ABI 1, 2, 4, 6
+and 7, through ``MEMFS_JAIL_SIMULATE_ABI``, see ``jail.kernel``): each must be refused
+at each of them, whatever stands in for a missing Landlock feature.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from jail import Jail, binaries, landlock, mounts, privileges, userns
+from jail import Jail, binaries, kernel, landlock, mounts, privileges, userns
 from jail.policy import Limits, Policy, apply, confine, open_paths, prepare, start_ruleset
 from jail.settings import service_ids
 
@@ -46,6 +50,22 @@ CLONE_NEWNS = 0x00020000
 PTRACE_TRACEME = 0
 PTRACE_ATTACH = 16
 JAIL_UID, JAIL_GID = service_ids()  # what the launcher runs as when root starts it
+
+# The levels the attack rows run at: Landlock ABI 1 (Linux 5.13/5.15), 2 (Debian 12's
+# 6.1), 4 (Ubuntu 24.04's 6.8), 6 (Debian 13's 6.12: scopes), 7 (6.15 and up).
+LEVELS = (1, 2, 4, 6, 7)
+REAL_ABI = kernel.landlock_abi()
+
+
+@pytest.fixture(params=LEVELS, ids=[f"abi{n}" for n in LEVELS])
+def abi(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Landlock ABI ``n`` for this test: the jail acts as if the kernel offered only it
+    (the forked children inherit the setting)."""
+    wanted: int = request.param
+    if wanted > REAL_ABI:
+        pytest.skip(f"this kernel has Landlock ABI {REAL_ABI}, below {wanted}")
+    monkeypatch.setenv(kernel.SIMULATE_ABI, str(wanted))
+    return wanted
 
 
 def as_jail_user(uid: int = JAIL_UID, gid: int = JAIL_GID) -> None:
@@ -268,10 +288,20 @@ def rg_policy(ctx: Ctx, rg_path: Path) -> Policy:
 
 
 @pytest.mark.parametrize("name", list(ROWS))
-def test_confined(name: str, ctx: Ctx, rg_policy: Policy) -> None:
+def test_confined(name: str, ctx: Ctx, rg_policy: Policy, abi: int) -> None:
     action, expected = ROWS[name]
     got = run_confined(rg_policy, lambda: action(ctx))
-    assert got == expected, f"{name}: got {errno.errorcode.get(got, got)}"
+    assert got == expected, f"{name} at ABI {abi}: got {errno.errorcode.get(got, got)}"
+
+
+def _pid_namespace_check(abi: int) -> None:
+    """Below ABI 6 the tool is PID 1 of its own PID namespace; from 6 on it is not."""
+    if (os.getpid() == 1) != (abi < kernel.SCOPES_ABI):
+        raise OSError(errno.EBADE, f"pid {os.getpid()}")
+
+
+def test_below_abi_6_each_run_is_pid_one(ctx: Ctx, rg_policy: Policy, abi: int) -> None:
+    assert run_confined(rg_policy, lambda: _pid_namespace_check(abi)) == 0
 
 
 def test_limits_are_set(rg_policy: Policy) -> None:
@@ -300,7 +330,7 @@ def test_apply_leaves_no_privilege() -> None:
         try:
             os.close(read_end)
             as_jail_user(65534, 65534)
-            userns.join(userns.make())
+            userns.join(userns.make().user)
             privileges.drop()
             with open("/proc/self/status", "rb") as status:
                 os.write(write_end, status.read())
@@ -328,9 +358,9 @@ def test_drop_refuses_root() -> None:
 ABI = landlock.abi_version()
 
 
-def _landlock_only(c: Ctx, action: Callable[[], None]) -> int:
+def _landlock_only(c: Ctx, action: Callable[[], None], abi: int = ABI) -> int:
     def setup() -> None:
-        ruleset = landlock.create_ruleset(ABI, (c.a_fd,), (), ())
+        ruleset = landlock.create_ruleset(abi, (c.a_fd,), (), ())
         libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
         landlock.enforce(ruleset)
 
@@ -402,6 +432,21 @@ def test_landlock_alone(name: str, ctx: Ctx, listeners: tuple[int, str]) -> None
     port, abstract = listeners
     got = _landlock_only(ctx, lambda: action(ctx, port, abstract))
     assert got == expected, f"{name}: got {errno.errorcode.get(got, got)}"
+
+
+@pytest.mark.parametrize(
+    "name, at",
+    [(name, at) for name, (_, _, since) in LANDLOCK_ROWS.items() for at in LEVELS
+     if since <= at < ABI],
+)
+def test_landlock_alone_at_a_lower_abi(
+    name: str, at: int, ctx: Ctx, listeners: tuple[int, str]
+) -> None:
+    """A ruleset for an older ABI (best-effort) still refuses what that ABI handles."""
+    action, expected, _ = LANDLOCK_ROWS[name]
+    port, abstract = listeners
+    got = _landlock_only(ctx, lambda: action(ctx, port, abstract), at)
+    assert got == expected, f"{name} at ABI {at}: got {errno.errorcode.get(got, got)}"
 
 
 def test_landlock_is_available() -> None:
@@ -482,7 +527,7 @@ def _mounts_only(c: Ctx, action: Callable[[], None], view_dir: str) -> int:
 
     def setup() -> None:
         as_jail_user()
-        mounts.enter(c.a_fd, userns.make())
+        mounts.enter(c.a_fd, userns.make().user)
         mounts.show_stores(view_dir, (("A", ".", c.a_fd),))
         os.chdir(view_dir)
 
@@ -524,7 +569,7 @@ def test_landlock_rules_on_the_store_fd_reach_the_clone(ctx: Ctx, view_dir: str)
         code = 1
         try:
             as_jail_user()
-            mounts.enter(ctx.a_fd, userns.make())
+            mounts.enter(ctx.a_fd, userns.make().user)
             mounts.show_stores(view_dir, (("A", ".", ctx.a_fd),))
             os.chdir(view_dir)
             ruleset = landlock.create_ruleset(ABI, (), (), (), store_fds=(ctx.a_fd,))
@@ -594,7 +639,9 @@ def _mount_tmpfs(where: str) -> None:
         raise OSError(err, os.strerror(err))
 
 
-CONFINED_AHEAD_ROWS: dict[str, tuple[Action, int]] = {
+# (with Landlock's scopes, below ABI 6): outside its PID namespace nothing is visible
+SCOPED_OR_HIDDEN = (errno.EPERM, errno.ESRCH)
+CONFINED_AHEAD_ROWS: dict[str, tuple[Action, int | tuple[int, int]]] = {
     # positive rows: what the waiting spare must still do
     "receive the call's fds": (_recv_one_fd, 0),
     "read the locale in the chroot": (
@@ -625,14 +672,16 @@ CONFINED_AHEAD_ROWS: dict[str, tuple[Action, int]] = {
     "chroot out": (lambda c: os.chroot("/usr"), errno.EPERM),
     "mount a tmpfs": (lambda c: _mount_tmpfs("/"), errno.EPERM),
     "unshare(CLONE_NEWNS)": (lambda c: _syscall(SYS_UNSHARE, CLONE_NEWNS), errno.EPERM),
-    "ptrace the launcher": (_ptrace_attach, errno.EPERM),
-    "signal the launcher": (lambda c: os.kill(c.parent, 0), errno.EPERM),
+    "ptrace the launcher": (_ptrace_attach, SCOPED_OR_HIDDEN),
+    "signal the launcher": (lambda c: os.kill(c.parent, 0), SCOPED_OR_HIDDEN),
 }
 
 
 @pytest.mark.parametrize("name", list(CONFINED_AHEAD_ROWS))
-def test_confined_ahead(name: str, ctx: Ctx, sed_root: Path) -> None:
+def test_confined_ahead(name: str, ctx: Ctx, sed_root: Path, abi: int) -> None:
     action, expected = CONFINED_AHEAD_ROWS[name]
+    if isinstance(expected, tuple):
+        expected = expected[0] if abi >= kernel.SCOPES_ABI else expected[1]
     policy = _sed_policy(sed_root)
 
     def setup() -> None:
@@ -767,16 +816,19 @@ def tool_policies(jail: Jail, daemon: Daemon) -> Iterator[dict[str, Policy]]:
     os.close(stores_dir)
 
 
-def _as_tool(policy: Policy, action: Callable[[], None], *, scopes: bool = True) -> int:
+def _as_tool(
+    policy: Policy, action: Callable[[], None], *, scopes: bool = True, filtered: bool = True
+) -> int:
     """Fork, become the jail's uid, apply ``policy`` (its files opened first, by root, as
-    the daemon does), run ``action``; ``scopes=False``: without Landlock's scopes."""
+    the daemon does), run ``action``; ``scopes=False``: without Landlock's scopes;
+    ``filtered=False``: without the seccomp filter (``confine``, not ``apply``)."""
 
     def setup() -> None:
         if not scopes:
             landlock.scopes = lambda abi: 0  # in this forked child only
         opened = open_paths(policy)
         as_jail_user()
-        apply(policy, prepare(policy, opened=opened))
+        (apply if filtered else confine)(policy, prepare(policy, opened=opened))
 
     return in_child(setup, action)
 
@@ -784,13 +836,13 @@ def _as_tool(policy: Policy, action: Callable[[], None], *, scopes: bool = True)
 @pytest.mark.parametrize("tool", ["rg", "sed"])
 @pytest.mark.parametrize("name", list(SAME_UID_ROWS))
 def test_a_jailed_tool_cannot_reach_its_own_uid(
-    name: str, tool: str, daemon: Daemon, tool_policies: dict[str, Policy]
+    name: str, tool: str, daemon: Daemon, tool_policies: dict[str, Policy], abi: int
 ) -> None:
     action, _ = SAME_UID_ROWS[name]
     got = _as_tool(tool_policies[tool], lambda: action(daemon))
     # EACCES: Landlock (paths); ENOENT: not in sed's chroot; EPERM: seccomp, Landlock's
     # scopes, ptrace rules
-    assert got in (errno.EPERM, errno.EACCES, errno.ENOENT), f"{name}: got {got}"
+    assert got in (errno.EPERM, errno.EACCES, errno.ENOENT), f"{name} at ABI {abi}: got {got}"
     assert os.kill(daemon.pid, 0) is None  # still alive
 
 
@@ -814,7 +866,36 @@ def test_landlock_scopes_are_what_keeps_signals_in(
     """seccomp lets a tool signal itself (tgkill, for abort()): under the policy with
     Landlock's scopes switched off, a same-uid tgkill of the daemon and the launcher
     works; with them, it is refused."""
+    at = kernel.detect().abi
+    if at < kernel.SCOPES_ABI:
+        pytest.skip(f"the jail runs at Landlock ABI {at} here: no scopes (ABI 6)")
     policy = tool_policies[tool]
     for target in (daemon.pid, daemon.launcher):
         assert _as_tool(policy, lambda t=target: _tgkill(t), scopes=False) == 0
         assert _as_tool(policy, lambda t=target: _tgkill(t)) == errno.EPERM
+
+
+BELOW_SCOPES_ROWS: dict[str, tuple[Callable[[Daemon], None], int]] = {
+    # another PID namespace: no pid outside is visible
+    "tgkill the daemon": (lambda d: _tgkill(d.pid), errno.ESRCH),
+    "tgkill the launcher": (lambda d: _tgkill(d.launcher), errno.ESRCH),
+    "ptrace the daemon": (lambda d: _seize(d.pid), errno.ESRCH),
+    # another network namespace: the daemon's abstract name is not bound there
+    "connect to its abstract socket": (lambda d: _connect("\0" + d.abstract),
+                                       errno.ECONNREFUSED),
+}
+
+
+@pytest.mark.parametrize("tool", ["rg", "sed"])
+@pytest.mark.parametrize("name", list(BELOW_SCOPES_ROWS))
+def test_below_abi_6_the_namespaces_keep_signals_and_sockets_in(
+    name: str, tool: str, daemon: Daemon, tool_policies: dict[str, Policy],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At ABI 4 (no scopes), without the seccomp filter (which refuses all of these
+    too): the PID and network namespaces alone keep the daemon out of reach, where the
+    same uid unconfined reaches it (test_without_the_jail_its_own_uid_is_reachable)."""
+    monkeypatch.setenv(kernel.SIMULATE_ABI, "4")
+    action, expected = BELOW_SCOPES_ROWS[name]
+    got = _as_tool(tool_policies[tool], lambda: action(daemon), filtered=False)
+    assert got == expected, f"{name}: got {errno.errorcode.get(got, got)}"
