@@ -463,7 +463,7 @@ def error_outcome(error: MemfsClientError, path: str | None, verb: str) -> ToolO
     conflict told from its details, the lease's details kept in ``meta``."""
     if isinstance(error, ConflictError):
         return conflict_outcome(error, path, verb)
-    text = ERRORS[error.code].model_text(error.message)
+    text = ERRORS[error.code].model_text(error.message, about_path=path is not None)
     if isinstance(error, ConnectionFailed) and verb in ("write", "upload"):
         text += (". If the connection broke during the call the change may or may not "
                  "have been applied: storage_read the file to check before retrying.")

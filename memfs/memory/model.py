@@ -133,7 +133,8 @@ class Memory:
         name = sessions.path_of(session_id).split("/", 1)[1]
         session: sessions.Session | None = self.records(agent, store, sessions.FOLDER).get(name)
         if session is None:
-            raise NotFound(f"no session {session_id} in {store}")
+            raise NotFound(f"no session {r.literal(session_id)} in store {r.literal(store)}"
+                           " (the brief and session_list name the sessions)")
         return session.as_dict()
 
     # -- tasks --------------------------------------------------------------------------
@@ -245,7 +246,8 @@ class Memory:
         name = tasks.path_of(task_id).split("/", 1)[1]
         task: tasks.Task | None = self.records(agent, store, tasks.FOLDER).get(name)
         if task is None:
-            raise NotFound(f"no task {task_id} in {store}")
+            raise NotFound(f"no task {r.literal(task_id)} in store {r.literal(store)} "
+                           "(task_list shows the tasks)")
         return task.view(self.clock())
 
     # -- decisions ----------------------------------------------------------------------
@@ -302,7 +304,8 @@ class Memory:
         name = decisions.path_of(decision_id).split("/", 1)[1]
         found = self.records(agent, store, decisions.FOLDER)
         if name not in found:
-            raise NotFound(f"no decision {decision_id} in {store}")
+            raise NotFound(f"no decision {r.literal(decision_id)} in store {r.literal(store)} "
+                           "(decision_list shows the decisions)")
         by_id = {d.id: d for d in found.values()}
         record: decisions.Decision = found[name]
         return record.as_dict(decisions.superseder(record, by_id, decisions.links(by_id)))
