@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 Access = Literal["read", "write", "operator"]
 # The modules that declare ops, imported once by `ops`.
 DECLARATIONS = ("control.ops.storage", "control.ops.history", "control.ops.memory",
-                "control.ops.recall", "control.ops.tokens", "control.ops.mirrors")
+                "control.ops.recall", "control.ops.tokens", "control.ops.mirrors",
+                "control.ops.summary")
 # fields a transport fills in itself, never taken from a caller
 RESERVED_FIELDS = frozenset({"op", "id", "as_agent"})
 
