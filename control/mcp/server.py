@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import memfs
 from control.client import ConnectionFailed
+from control.mcp import resources
 from control.mcp.identity import ClientNamed, IdentityRefused, whoami
 from control.mcp.memory import MEMORY_INSTRUCTIONS, AgentTools
 from control.mcp.stdio import executor_runner, run_stdio
@@ -56,7 +57,9 @@ def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
                                        instructions=instructions, log_level="WARNING",
                                        subscriptions=False)
     server.middleware.extend(middleware)
-    install(server, tools, run_sync or anyio.to_thread.run_sync, local_files=local_files)
+    run = run_sync or anyio.to_thread.run_sync
+    install(server, tools, run, local_files=local_files)
+    resources.install(server, tools, run)
     return server
 
 

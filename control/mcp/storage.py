@@ -63,9 +63,13 @@ Files live in named stores; every path is STORE/PATH, for example notes/incident
 (a leading /memory/ is accepted too). Use storage_list to see files, storage_search to grep
 them, memory_recall to find the notes about a topic in your own words ("did we solve this
 before?"), storage_read to read, storage_write to create, replace, append or sed-edit.
+Read a file before you write it: replacing or editing needs the version you read.
 Writes are version-checked for you: if another agent changed a file after you last read
-it, your write is refused as a CONFLICT instead of erasing their work. Then read the file
-again and redo your change on the new content."""
+it, your write is refused as a CONFLICT instead of erasing their work (a conflict means
+someone else's change came first, not that you did something wrong). Then read the file
+again and redo your change on the new content. The files are also resources
+(memfs://STORE/PATH; reading one counts as reading the file), and the prompt "brief" is
+the start-of-session brief."""
 
 
 @dataclass
@@ -109,6 +113,11 @@ class Connection:
             if self._client is None:
                 self._client = self._factory(self.socket_path, self.as_agent)
             return self._client
+
+    def twin(self) -> Connection:
+        """A new connection for the same agent, with its own client (and so its own
+        record of the versions it saw)."""
+        return Connection(self.socket_path, self.as_agent, self._factory)
 
     def bind(self, as_agent: str) -> None:
         """Act as ``as_agent`` from now on (a client made before is dropped)."""
