@@ -24,6 +24,7 @@ from control.mcp.memory import AgentTools
 from control.mcp.storage import ToolOutcome
 from control.mcp.types import result_of
 from control.ops import registry
+from control.protocol.wire import problems
 from memfs.errors import ERRORS
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class Spec:
         try:
             checked = self.arguments.model_validate(present)
         except ValidationError as error:
-            message = registry.problems(error, noun="argument")
+            message = problems(error, noun="argument")
             known = ", ".join(self.arguments.model_fields)
             if "unknown argument" in message:
                 message += f" ({self.tool.name} takes {known})"

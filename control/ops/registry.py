@@ -19,7 +19,6 @@ document and every MCP tool (control/mcp/tools.py).
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -28,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from control.protocol.base import BaseRequest
-from control.protocol.wire import Codec, ProtocolError, op_of
+from control.protocol.wire import Codec, ProtocolError, op_of, problems
 from memfs.errors import MemfsError
 from memfs.recall.errors import RecallOff
 from memfs.store.paths import MemPath, parse_path
@@ -223,71 +222,6 @@ def agent_ops() -> frozenset[str]:
     """The ops an agent may send through an in-process transport (operator ops: socket
     only, where the kernel names the caller's uid)."""
     return frozenset(name for name, declared in ops().items() if declared.access != "operator")
-
-
-def problems(error: ValidationError, noun: str = "field") -> str:
-    """The errors of a validation as one line in human words, each naming its field
-    (``offset must be at least 1; unknown field "x"``; ``noun``: what a field is
-    called, e.g. "argument"): no validator's own jargon."""
-    return "; ".join(dict.fromkeys(problem(item, noun) for item in error.errors()))
-
-
-_KINDS = {"string": "text", "int": "an integer", "bool": "true or false", "list": "a list",
-          "dict": "an object", "float": "a number", "bytes": "text"}
-
-
-def problem(item: Any, noun: str = "field") -> str:
-    """One error of a validation in human words, naming its field."""
-    loc = [part for part in item["loc"] if part not in ("function-after", "list[str]",
-                                                        "str", "int", "bool")]
-    name = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
-                   for part in loc).lstrip(".") or "request"
-    kind, ctx = item["type"], item.get("ctx") or {}
-    if kind == "missing":
-        return f"{name} is required"
-    if kind == "extra_forbidden":
-        return f"unknown {noun} {json.dumps(name)}"
-    if kind.endswith("_type"):
-        expected = _KINDS.get(kind.removesuffix("_type"), kind.removesuffix("_type"))
-        if kind == "union_type" or kind == "model_type":
-            expected = "of another type"
-        return f"{name} must be {expected}, not {_kind_of(item.get('input'))}"
-    if kind == "string_too_short":
-        return f"{name} must not be empty"
-    if kind == "too_short":
-        return f"{name} must hold at least {ctx.get('min_length')} item(s)"
-    if kind == "string_too_long":
-        return f"{name} is too long (at most {ctx.get('max_length')} characters)"
-    if kind == "too_long":
-        return f"{name} holds too many items (at most {ctx.get('max_length')})"
-    if kind in ("greater_than_equal", "greater_than"):
-        return f"{name} must be at least {ctx.get('ge', ctx.get('gt'))}"
-    if kind in ("less_than_equal", "less_than"):
-        return f"{name} must be at most {ctx.get('le', ctx.get('lt'))}"
-    if kind == "literal_error":
-        return f"{name} must be one of {ctx.get('expected')}"
-    if kind == "string_pattern_mismatch":
-        return f"{name} does not match {ctx.get('pattern')}"
-    if kind in ("value_error", "assertion_error"):
-        message = str(ctx.get("error") or item["msg"].removeprefix("Value error, "))
-        return message if loc == [] else f"{name}: {message}"
-    return f"{name}: {item['msg']}"
-
-
-def _kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true or false"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 ARGUMENTS_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True)
