@@ -54,7 +54,7 @@ class ReadRequest(BaseRequest):
     path: Arg = Field(description=PATH_DESCRIPTION)
     offset: int = Field(default=1, ge=1, description="First line to show, 1-based (default 1).")
     # number of lines; None: to the end (a tool's page: 2000)
-    limit: int | None = Field(default=None, ge=1, le=1_000_000, description=(
+    limit: int | None = Field(default=None, ge=1, description=(
         "Number of lines to show (default 2000)."))
     encoding: Encoding = "text"
 
