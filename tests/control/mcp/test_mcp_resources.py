@@ -4,6 +4,7 @@ they apply) and over the daemon's /mcp."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -143,3 +144,45 @@ async def test_a_subscribed_file_changed_by_another_agent_is_notified(team_daemo
         with pytest.raises(MCPError) as refused:
             await client.subscribe_resource("memfs://team/none.md")
         assert refused.value.code == RESOURCE_NOT_FOUND
+
+
+def test_client_mistakes_over_raw_stdio_are_the_specs_codes_without_a_traceback(
+        team_daemon: Daemon) -> None:
+    """JSON-RPC as it is written on the wire: each mistake answered with the spec's
+    code, and nothing on the server's stderr (no traceback)."""
+    import subprocess
+
+    from tests.support import MEMFS, REPO
+
+    mistakes = {
+        2: ("prompts/get", {"name": "no_such_prompt"}, INVALID_PARAMS),
+        3: ("tools/call", {"name": "no_such_tool", "arguments": {}}, INVALID_PARAMS),
+        4: ("resources/read", {"uri": "memfs://team/no/such.md"}, RESOURCE_NOT_FOUND),
+        5: ("resources/read", {"uri": "file:///etc/passwd"}, INVALID_PARAMS),
+        6: ("resources/list", {"cursor": "-1"}, INVALID_PARAMS),
+        7: ("prompts/get", {"name": "brief", "arguments": {"bogus": "1"}}, INVALID_PARAMS),
+    }
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    lines += [{"jsonrpc": "2.0", "id": id_, "method": method, "params": params}
+              for id_, (method, params, _) in mistakes.items()]
+    with subprocess.Popen([*MEMFS, "--socket", str(team_daemon.socket), "mcp", "--as", "bob"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, cwd=REPO) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        replies: dict[int, Any] = {}
+        for line in lines:
+            proc.stdin.write(json.dumps(line).encode() + b"\n")
+            proc.stdin.flush()
+            if "id" in line:
+                reply = json.loads(proc.stdout.readline())
+                replies[reply["id"]] = reply
+        proc.stdin.close()
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+        proc.wait(timeout=60)
+    assert "result" in replies[1]
+    for id_, (method, _, code) in mistakes.items():
+        assert replies[id_].get("error", {}).get("code") == code, (method, replies[id_])
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
