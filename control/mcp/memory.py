@@ -16,7 +16,7 @@ from typing import Any
 from control.mcp.history import HistoryTools
 from control.mcp.storage import MAX_OUTPUT_CHARS, ToolOutcome, cut_text
 from memfs.errors import ERRORS
-from memfs.memory.records import literal, quoted
+from memfs.memory.records import literal
 
 MEMORY_INSTRUCTIONS = """
 Call memory_brief first in every new session: it tells you what the last sessions handed
@@ -102,71 +102,9 @@ class AgentTools(HistoryTools):
 
     # -- tasks ------------------------------------------------------------------------------
 
-    def task_create(self, task: str, title: str, body: str = "",
-                    store: str | None = None) -> ToolOutcome:
-        return self._memory("task_add", lambda r: f"Task {literal(r['id'])} added (open).",
-                            store=store, task=task, title=title, body=body)
-
-    def task_list(self, status: str | None = None, store: str | None = None) -> ToolOutcome:
-        def render(result: dict[str, Any]) -> str:
-            lines = []
-            for task in result["tasks"]:
-                lease = task.get("lease") or {}
-                state = task["status"]
-                if state == "claimed":
-                    left = task["lease_seconds_left"] // 60
-                    state += f" by {literal(lease.get('agent'))}, {left} min left"
-                elif state == "expired":
-                    state += f" (was {literal(lease.get('agent'))}'s; anyone may claim it)"
-                lines.append(f"- {literal(task['id'])} [{state}]:\n{quoted(task.get('title'))}")
-            return "\n".join(lines) or "No tasks."
-
-        return self._memory("task_list", render, idempotent=True, store=store, status=status)
-
     def task_claim(self, task: str, ttl: str = "60m", store: str | None = None
                    ) -> ToolOutcome:
         return self._memory("task_claim", lambda r: (
             f"Claimed {literal(r['id'])} until {r['lease']['expires_at']}. Checkpoint as you go "
             "to keep the lease."), store=store, task=task, ttl=ttl,
             session=self._current(store))
-
-    def task_checkpoint(self, task: str, note: str, store: str | None = None) -> ToolOutcome:
-        return self._memory("task_checkpoint", lambda r: (
-            f"Checkpoint on {literal(r['id'])}; lease extended to {r['lease']['expires_at']}."),
-            store=store, task=task, note=note)
-
-    def task_complete(self, task: str, note: str | None = None,
-                      store: str | None = None) -> ToolOutcome:
-        return self._memory("task_complete", lambda r: f"Task {literal(r['id'])} is done.",
-                            store=store, task=task, note=note)
-
-    def task_release(self, task: str, store: str | None = None) -> ToolOutcome:
-        return self._memory("task_release",
-                            lambda r: f"Released {literal(r['id'])}; it is open again.",
-                            store=store, task=task)
-
-    # -- decisions --------------------------------------------------------------------------
-
-    def decision_record(self, title: str, decision: str, reason: str,
-                        context: str | None = None, consequences: str | None = None,
-                        supersedes: str | None = None, store: str | None = None
-                        ) -> ToolOutcome:
-        return self._memory("decision_record", lambda r: (
-            f"Decision {literal(r['id'])} recorded" + (
-                f"; it supersedes {literal(supersedes)}." if supersedes else ".")),
-            store=store, title=title,
-            decision=decision, reason=reason, context=context, consequences=consequences,
-            supersedes=supersedes)
-
-    def decision_list(self, status: str = "accepted", store: str | None = None
-                      ) -> ToolOutcome:
-        def render(result: dict[str, Any]) -> str:
-            return "\n".join(
-                f"- {literal(d['id'])} [{d['status']}]"
-                + (f" (superseded by {literal(d['superseded_by'])})" if d["superseded_by"]
-                   else "")
-                + (f" (supersedes {literal(d['supersedes'])})" if d["supersedes"] else "")
-                + f":\n{quoted(d['title'])}" for d in result["decisions"]) or "No decisions."
-
-        return self._memory("decision_list", render, idempotent=True, store=store,
-                            status=status)

@@ -238,6 +238,37 @@ task (to see whether someone holds it and what exactly it asks) and when task_li
 line per task is not enough; it changes nothing."""
 
 
+def _task_line(task: dict[str, Any]) -> str:
+    """A task in a list: its id, its state (with the holder and time left, or whose
+    lease expired), its title quoted."""
+    lease = task.get("lease") or {}
+    state = task["status"]
+    if state == "claimed":
+        state += f" by {literal(lease.get('agent'))}, {task['lease_seconds_left'] // 60} min left"
+    elif state == "expired":
+        state += f" (was {literal(lease.get('agent'))}'s; anyone may claim it)"
+    return f"- {literal(task['id'])} [{state}]:\n{quoted(task.get('title'))}"
+
+
+def _tasks_text(result: dict[str, Any]) -> str:
+    return "\n".join(_task_line(task) for task in result["tasks"]) or "No tasks."
+
+
+def _decisions_text(result: dict[str, Any]) -> str:
+    """Decisions, newest first: id, status, the links between them, the title quoted."""
+    return "\n".join(
+        f"- {literal(d['id'])} [{d['status']}]"
+        + (f" (superseded by {literal(d['superseded_by'])})" if d["superseded_by"] else "")
+        + (f" (supersedes {literal(d['supersedes'])})" if d["supersedes"] else "")
+        + f":\n{quoted(d['title'])}" for d in result["decisions"]) or "No decisions."
+
+
+def _recorded_text(record: dict[str, Any]) -> str:
+    return f"Decision {literal(record['id'])} recorded" + (
+        f"; it supersedes {literal(record['supersedes'])}." if record.get("supersedes")
+        else ".")
+
+
 def _task_text(task: dict[str, Any]) -> str:
     """A task for a model: its id and state, its title and body as quoted data."""
     lease = task.get("lease") or {}
@@ -315,14 +346,15 @@ def brief_of(call: Call, request: BriefRequest) -> dict[str, Any]:
 
 @operation(TaskAddRequest, summary="Add a task", access="write",
            rest=Rest("POST", f"{STORE}/tasks", 201),
-           tool=Tool("task_create", TASK_CREATE_DESCRIPTION, run="task_create"))
+           tool=Tool("task_create", TASK_CREATE_DESCRIPTION,
+                     render=lambda task: f"Task {literal(task['id'])} added (open)."))
 def task_add(call: Call, request: TaskAddRequest) -> dict[str, Any]:
     return call.memory.task_add(call.agent, request.store, request.task, request.title,
                                 request.body)
 
 
 @operation(TaskListRequest, summary="Tasks", rest=Rest("GET", f"{STORE}/tasks"),
-           tool=Tool("task_list", TASK_LIST_DESCRIPTION, title="List tasks", run="task_list"))
+           tool=Tool("task_list", TASK_LIST_DESCRIPTION, title="List tasks", render=_tasks_text))
 def task_list(call: Call, request: TaskListRequest) -> dict[str, Any]:
     return {"tasks": call.memory.task_list(call.agent, request.store, request.status)}
 
@@ -347,14 +379,16 @@ def task_claim(call: Call, request: TaskClaimRequest) -> dict[str, Any]:
            summary="Note progress on a task you hold (extends the lease)",
            rest=Rest("POST", f"{STORE}/tasks/{{task}}/checkpoint"),
            tool=Tool("task_checkpoint", TASK_CHECKPOINT_DESCRIPTION, title="Task checkpoint",
-                     run="task_checkpoint"))
+                     render=lambda task: (f"Checkpoint on {literal(task['id'])}; lease extended "
+                                          f"to {task['lease']['expires_at']}.")))
 def task_checkpoint(call: Call, request: TaskCheckpointRequest) -> dict[str, Any]:
     return call.memory.task_checkpoint(call.agent, request.store, request.task, request.note)
 
 
 @operation(TaskCompleteRequest, summary="Complete a task", access="write",
            rest=Rest("POST", f"{STORE}/tasks/{{task}}/complete"),
-           tool=Tool("task_complete", TASK_COMPLETE_DESCRIPTION, run="task_complete"))
+           tool=Tool("task_complete", TASK_COMPLETE_DESCRIPTION,
+                     render=lambda task: f"Task {literal(task['id'])} is done."))
 def task_complete(call: Call, request: TaskCompleteRequest) -> dict[str, Any]:
     return call.memory.task_complete(call.agent, request.store, request.task, request.note)
 
@@ -363,7 +397,8 @@ def task_complete(call: Call, request: TaskCompleteRequest) -> dict[str, Any]:
            rest=Rest("POST", f"{STORE}/tasks/{{task}}/release"),
            # force: a delegate's, never a model's
            tool=Tool("task_release", TASK_RELEASE_DESCRIPTION, title="Release a task",
-                     omit=("force",), run="task_release"))
+                     omit=("force",),
+                     render=lambda task: f"Released {literal(task['id'])}; it is open again."))
 def task_release(call: Call, request: TaskReleaseRequest) -> dict[str, Any]:
     if request.force and not call.delegate and call.engine.config.personal is None:
         raise PermissionDenied("only a delegate may release another agent's lease (force)")
@@ -376,7 +411,7 @@ def task_release(call: Call, request: TaskReleaseRequest) -> dict[str, Any]:
 
 @operation(DecisionRecordRequest, summary="Record a decision", access="write",
            rest=Rest("POST", f"{STORE}/decisions", 201),
-           tool=Tool("decision_record", DECISION_RECORD_DESCRIPTION, run="decision_record"))
+           tool=Tool("decision_record", DECISION_RECORD_DESCRIPTION, render=_recorded_text))
 def decision_record(call: Call, request: DecisionRecordRequest) -> dict[str, Any]:
     return call.memory.decision_record(
         call.agent, request.store, title=request.title, decision=request.decision,
@@ -387,7 +422,7 @@ def decision_record(call: Call, request: DecisionRecordRequest) -> dict[str, Any
 @operation(DecisionListRequest, summary="Decision records",
            rest=Rest("GET", f"{STORE}/decisions"),
            tool=Tool("decision_list", DECISION_LIST_DESCRIPTION, title="List decisions",
-                     run="decision_list"))
+                     render=_decisions_text))
 def decision_list(call: Call, request: DecisionListRequest) -> dict[str, Any]:
     return {"decisions": call.memory.decision_list(call.agent, request.store, request.status)}
 
