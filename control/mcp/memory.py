@@ -1,10 +1,12 @@
-"""The memory tools for models: sessions, the brief, tasks with leases, decisions.
+"""The memory tools' part that only the server can do: its own session.
 
 `AgentTools` extends `HistoryTools` (control/mcp/history.py). It remembers the session
 started on this server (one MCP connection = one agent's session), so a model never
-has to carry the id. Every method never raises and returns a ToolOutcome; the
-descriptions below, what the model reads, carry the source article's two rules:
-checkpoint after meaningful progress, and a session log is appended to, never edited.
+has to carry the id: session_start, session_checkpoint, session_handoff and task_claim
+are carried out here; every other memory tool is its op as such (`declared`). Every
+method never raises and returns a ToolOutcome. The tools' descriptions, what the model
+reads, are declared with the ops (control/ops/memory.py); MEMORY_INSTRUCTIONS below
+join the server's instructions.
 """
 
 from __future__ import annotations
@@ -63,10 +65,6 @@ class AgentTools(HistoryTools):
         return None
 
     # -- sessions -------------------------------------------------------------------------
-
-    def brief(self, store: str | None = None) -> ToolOutcome:
-        return self._memory("brief", lambda r: str(r["markdown"]), idempotent=True,
-                            store=store)
 
     def session_start(self, goal: str = "", store: str | None = None) -> ToolOutcome:
         outcome = self._memory("session_start", lambda r: (
