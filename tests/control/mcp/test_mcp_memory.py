@@ -105,3 +105,7 @@ async def test_session_show_is_a_tool_generated_from_its_declaration(team_daemon
         assert [entry["note"] for entry in shown["entries"]] == ["half way"]
         missing = await call_error(client, "session_show", {"session": "no-such-session"})
         assert "no-such-session" in missing or "no session" in missing
+        listed = json.loads(await call_ok(client, "session_list", {"agent": "bob",
+                                                                   "state": "open"}))
+        assert sid in [session["id"] for session in listed["sessions"]]
+        assert all("entries" not in session for session in listed["sessions"])
