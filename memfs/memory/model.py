@@ -42,8 +42,8 @@ class Memory:
         if store is not None:
             self.engine.check_access(agent, store)
             if not self.engine.config.stores[store].structured:
-                raise InvalidInput(f"store {store} is not structured (structured = true "
-                                   "keeps sessions, tasks and decisions)")
+                raise InvalidInput(f"store {r.literal(store)} is not structured (structured "
+                                   "= true keeps sessions, tasks and decisions)")
             return store
         mine = [s for s in self.engine.readable_stores(agent)
                 if self.engine.config.stores[s].structured]
@@ -51,8 +51,9 @@ class Memory:
             return mine[0]
         if not mine:
             raise InvalidInput("you have no structured store (one with structured = true)")
-        raise InvalidInput(f"you have several structured stores ({', '.join(mine)}): name one "
-                           "with --store")
+        raise InvalidInput(f"you have several structured stores "
+                           f"({', '.join(r.literal(s) for s in mine)}): name the one to use "
+                           "(`store`; --store on the command line)")
 
     def records(self, agent: str, store: str, folder: str) -> dict[str, Any]:
         self.engine.check_access(agent, store)
