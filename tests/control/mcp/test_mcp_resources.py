@@ -4,13 +4,16 @@ they apply) and over the daemon's /mcp."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client as McpClient
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, TextResourceContents
 
@@ -114,10 +117,11 @@ async def test_resources_and_prompt_over_http(team_daemon: Daemon, token: str) -
     assert "Traceback" not in team_daemon.log()
 
 
-async def test_a_subscribed_file_changed_by_another_agent_is_notified(team_daemon: Daemon
-                                                                     ) -> None:
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_subscribed_file_changed_by_another_agent_is_notified(
+        team_daemon: Daemon, token: str, transport: str) -> None:
     with connect_as(UID_B, team_daemon.socket) as bob:
-        bob.write("team/watched.md", "one\n")
+        bob.write(f"team/watched-{transport}.md", "one\n")
     updated: list[str] = []
 
     async def on_message(message: Any) -> None:
@@ -126,21 +130,32 @@ async def test_a_subscribed_file_changed_by_another_agent_is_notified(team_daemo
                 "notifications/resources/updated":
             updated.append(str(params.uri))
 
-    params = server_params(team_daemon.socket, uid=UID_B)
-    async with McpClient(params, read_timeout_seconds=scaled(60), mode="legacy",
-                         message_handler=on_message) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        if transport == "stdio":
+            target: Any = server_params(team_daemon.socket, uid=UID_B)
+        else:
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {token}"}, timeout=60))
+            target = streamable_http_client(f"{team_daemon.http_url}/mcp", http_client=http)
+        client = await stack.enter_async_context(McpClient(
+            target, read_timeout_seconds=scaled(60), mode="legacy",
+            message_handler=on_message))
         assert client.server_capabilities.resources is not None
         assert client.server_capabilities.resources.subscribe
-        await client.subscribe_resource("memfs://team/watched.md")
+        await client.subscribe_resource(f"memfs://team/watched-{transport}.md")
         await anyio.sleep(1.5)
         assert updated == []  # nothing changed yet
         with connect_as(0, team_daemon.socket, as_agent="dave") as dave:
-            dave.write("team/watched.md", "two\n", force=True)
+            dave.write(f"team/watched-{transport}.md", "two\n", force=True)
         with anyio.fail_after(scaled(15)):
             while not updated:
                 await anyio.sleep(0.1)
-        assert updated == ["memfs://team/watched.md"]
-        await client.unsubscribe_resource("memfs://team/watched.md")
+        assert updated == [f"memfs://team/watched-{transport}.md"]
+        await client.unsubscribe_resource(f"memfs://team/watched-{transport}.md")
+        with connect_as(0, team_daemon.socket, as_agent="dave") as dave:
+            dave.write(f"team/watched-{transport}.md", "three\n", force=True)
+        await anyio.sleep(2.5)
+        assert len(updated) == 1  # unsubscribed: no more notifications
         with pytest.raises(MCPError) as refused:
             await client.subscribe_resource("memfs://team/none.md")
         assert refused.value.code == RESOURCE_NOT_FOUND
