@@ -43,20 +43,25 @@ class AgentTools(HistoryTools):
         self._session_lock = threading.Lock()
 
     def _memory(self, op: str, render: Callable[[dict[str, Any]], str], *,
-                idempotent: bool = False, **fields: Any) -> ToolOutcome:
+                idempotent: bool = False, structured: bool = False,
+                **fields: Any) -> ToolOutcome:
         def body() -> ToolOutcome:
             result = self.conn.run(lambda c: c.call(op, **fields), idempotent=idempotent)
             text, cut = cut_text(render(result), MAX_OUTPUT_CHARS)
             return ToolOutcome(text + ("\n[output cut]" if cut else ""),
-                               meta={"id": result.get("id"), "commit": result.get("commit")})
+                               meta={"id": result.get("id"), "commit": result.get("commit")},
+                               structured=result if structured else None)
 
         return self._guard(body, verb="write")
 
     def declared(self, op: str, fields: dict[str, Any],
-                 render: Callable[[dict[str, Any]], str], idempotent: bool) -> ToolOutcome:
+                 render: Callable[[dict[str, Any]], str], idempotent: bool,
+                 structured: bool = False) -> ToolOutcome:
         """A tool carried out by its op as such (control/mcp/tools.py): the op with
-        ``fields``, its result rendered by ``render``."""
-        return self._memory(op, render, idempotent=idempotent, **fields)
+        ``fields``, its result rendered by ``render`` (``structured``: and given as the
+        tool's structured content, as its outputSchema says)."""
+        return self._memory(op, render, idempotent=idempotent, structured=structured,
+                            **fields)
 
     def _current(self, store: str | None) -> str | None:
         with self._session_lock:

@@ -106,7 +106,7 @@ class Spec:
             return outcome
         fields = {name: value for name, value in fields.items() if value is not None}
         outcome = await run(tools.declared, self.op.name, fields, self.tool.render or as_json,
-                            self.op.access == "read")
+                            self.op.access == "read", self.tool.output is not None)
         return outcome
 
 

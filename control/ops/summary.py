@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any, Literal
 
 from pydantic import Field
+from typing_extensions import TypedDict  # pydantic reads it (see jail/rg_json.py)
 
 from control.ops.history import STORE
 from control.ops.registry import Call, Rest, Tool, operation
@@ -21,6 +22,37 @@ class SummaryRequest(BaseRequest):
     op: Literal["summary"]
     store: StoreName | None = Field(
         default=None, description="The structured store (omit when you have only one).")
+
+
+class Counts(TypedDict):
+    total: int
+
+
+class TaskCounts(Counts):
+    open: int
+    claimed: int
+    expired: int
+    done: int
+
+
+class DecisionCounts(Counts):
+    accepted: int
+    superseded: int
+
+
+class SessionCounts(Counts):
+    open: int
+    closed: int
+
+
+class SummaryOutput(TypedDict):
+    """memory_summary's structured result: the same counts as its text."""
+
+    store: str
+    notes: int
+    tasks: TaskCounts
+    decisions: DecisionCounts
+    sessions: SessionCounts
 
 
 SUMMARY_DESCRIPTION = """\
@@ -48,7 +80,7 @@ def summary_text(result: dict[str, Any]) -> str:
 @operation(SummaryRequest, summary="How much the memory holds: notes, tasks, decisions, "
            "sessions", rest=Rest("GET", f"{STORE}/summary"),
            tool=Tool("memory_summary", SUMMARY_DESCRIPTION, title="Memory at a glance",
-                     render=summary_text))
+                     render=summary_text, output=SummaryOutput))
 def summary(call: Call, request: SummaryRequest) -> dict[str, Any]:
     memory, agent = call.memory, call.agent
     store = memory.store_for(agent, request.store)

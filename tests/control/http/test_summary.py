@@ -43,6 +43,9 @@ async def test_summary_everywhere(daemon: Daemon, tokens: dict[str, str],
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert tools["memory_summary"].annotations.read_only_hint is True  # type: ignore[union-attr]
         assert (await call_ok(client, "memory_summary", {"store": "team"})).startswith(expected)
+        result = await client.call_tool("memory_summary", {"store": "team"})
+        assert result.structured_content == after  # what its outputSchema says, checked
+        assert tools["memory_summary"].output_schema is not None
     async with mcp_session(daemon.socket, as_agent="alice") as stdio:
         assert (await call_ok(stdio, "memory_summary", {"store": "team"})).startswith(expected)
 

@@ -45,8 +45,10 @@ async def test_tool_list_and_schemas(daemon: Daemon) -> None:
         assert sorted(schemas["storage_upload"]["required"]) == ["path", "src"]
         for name, tool in tools.items():
             assert tool.description and len(tool.description) > 200
-            # storage_search's results carry its matches too (tests/control/mcp/test_mcp_search)
-            assert (tool.output_schema is None) is (name != "storage_search"), name
+            # storage_search's results carry its matches too (tests/control/mcp/test_mcp_search),
+            # memory_summary's its counts (tests/control/http/test_summary.py)
+            assert (tool.output_schema is None) is (
+                name not in ("storage_search", "memory_summary")), name
         assert "CONFLICT" in (tools["storage_write"].description or "")
         assert "offset=2001" in (tools["storage_read"].description or "")
         assert tools["storage_read"].annotations is not None
