@@ -44,21 +44,25 @@ class ErrorKind:
     model reads, a template with one ``{message}`` (both None when no client meets it).
     """
 
-    __slots__ = ("code", "exit_code", "for_model", "raised_by", "status", "title")
+    __slots__ = ("code", "exit_code", "for_model", "path_hint", "raised_by", "status",
+                 "title")
 
     def __init__(self, code: str, raised_by: str, *, status: int | None = None,
                  title: str | None = None, exit_code: int | None = None,
-                 for_model: str | None = None) -> None:
+                 for_model: str | None = None, path_hint: str | None = None) -> None:
         self.code = code
         self.raised_by = raised_by
         self.status = status
         self.title = title
         self.exit_code = exit_code
         self.for_model = for_model
+        self.path_hint = path_hint  # added for a model when the error is about a file path
 
-    def model_text(self, message: str) -> str:
-        """What a model reads of an error of this kind with ``message``."""
-        return (self.for_model or "{message}").format(message=message)
+    def model_text(self, message: str, *, about_path: bool = False) -> str:
+        """What a model reads of an error of this kind with ``message`` (``about_path``:
+        the call named a file path, and the kind's hint about paths is added)."""
+        text = (self.for_model or "{message}").format(message=message)
+        return f"{text} {self.path_hint}" if about_path and self.path_hint else text
 
 
 ERRORS: dict[str, ErrorKind] = {kind.code: kind for kind in (
@@ -81,8 +85,9 @@ ERRORS: dict[str, ErrorKind] = {kind.code: kind for kind in (
                         "listed in this server's instructions; storage_list shows what you "
                         "can read."),
     ErrorKind("not_found", "daemon", status=404, title="Not found", exit_code=EXIT_NOT_FOUND,
-              for_model="Not found: {message}. Paths are STORE/PATH (e.g. notes/todo.md); "
-                        "use storage_list to see existing files."),
+              for_model="Not found: {message}.",
+              path_hint="Paths are STORE/PATH (e.g. notes/todo.md); use storage_list to see "
+                        "existing files."),
     ErrorKind("invalid", "daemon", status=400, title="Invalid request", exit_code=EXIT_USAGE,
               for_model="Invalid request: {message}"),
     ErrorKind("too_large", "daemon", status=413, title="Too large", exit_code=EXIT_USAGE,

@@ -1,7 +1,7 @@
 """The tools for models and `memfs mcp`: the storage, history and memory tools
 (`storage`, `history`, `memory`) carry out each call through one `Client` and never
-raise, turning every outcome into text a model can act on; `server` and
-`memory_signatures` give them MCP signatures with the official SDK, `stdio` serves them over
+raise, turning every outcome into text a model can act on; `tools` makes every MCP
+tool from the op registry, `server` builds the official SDK's server, `stdio` serves it over
 stdin and stdout, `identity` tells which agent a stdio server acts as."""
 
 from __future__ import annotations

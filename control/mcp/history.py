@@ -19,34 +19,6 @@ from control.mcp.storage import (
 )
 from memfs.memory.records import literal
 
-HISTORY_DESCRIPTION = """\
-Look at the past of shared memory: every change to a store is kept (who, when, what).
-
-action="log" (default): the changes, newest first, of a file, a folder or a whole store
-  (path "notes/oncall.md", "notes/incidents" or "notes"; omit path for every store):
-    storage_history(path="notes/oncall.md")
-    storage_history(path="notes", limit=50)
-  Each line: revision, time (UTC), agent, what it did.
-action="diff": a unified diff of one file. Without `rev`: what changed since YOU last read
-  it (useful after a conflict). With rev="3f2c1e0": from that revision to now; with
-  rev="3f2c1e0..9a8b7c6": between two revisions.
-    storage_history(path="notes/oncall.md", action="diff")
-action="show": the file's content at revision `rev` (also of a deleted file), with
-  numbered lines paged by offset/limit like storage_read:
-    storage_history(path="notes/oncall.md", action="show", rev="HEAD~3")
-Revisions are ids from the log (7+ hex digits), HEAD~N (N changes ago in that store),
-or a time such as 2026-11-30T10:00 (UTC). To bring an old version back, use
-storage_restore."""
-
-RESTORE_DESCRIPTION = """\
-Bring back the content a file had at an earlier revision (from storage_history), as a
-new change; nothing in the history is lost. Restoring a deleted file recreates it.
-    storage_restore(path="notes/oncall.md", rev="3f2c1e0")
-Version check, as for storage_write: you must have read the file's current version and
-nobody changed it since; otherwise you get a CONFLICT and nothing is changed (read it,
-check with storage_history(action="diff") what changed, then decide). force=true
-overwrites other agents' changes on purpose."""
-
 
 class HistoryTools(StorageTools):
     """The storage tools plus storage_history and storage_restore."""

@@ -63,93 +63,13 @@ Files live in named stores; every path is STORE/PATH, for example notes/incident
 (a leading /memory/ is accepted too). Use storage_list to see files, storage_search to grep
 them, memory_recall to find the notes about a topic in your own words ("did we solve this
 before?"), storage_read to read, storage_write to create, replace, append or sed-edit.
+Read a file before you write it: replacing or editing needs the version you read.
 Writes are version-checked for you: if another agent changed a file after you last read
-it, your write is refused as a CONFLICT instead of erasing their work. Then read the file
-again and redo your change on the new content."""
-
-LIST_DESCRIPTION = """\
-List files in shared memory, as STORE/PATH (one per line), across every store you may read.
-
-`pattern` is an optional glob (or a list of globs) over STORE/PATH: `*` matches within
-one path segment, `**` across segments, `?` one character, `[abc]` a set.
-Examples:
-  storage_list()                         every file you can read
-  storage_list(pattern="notes/**")       everything in the store "notes"
-  storage_list(pattern="**/*.md")        every Markdown file in every store
-  storage_list(pattern=["ops/**/*.csv", "notes/2026-*.md"])
-Only files are listed (directories appear through their files)."""
-
-READ_DESCRIPTION = """\
-Read a text file from shared memory, with numbered lines like `cat -n`
-(right-aligned line number, a tab, then the line). The numbers are for reference only:
-never include them when you write the file back.
-
-Long files come in pages of `limit` lines (default 2000) starting at line `offset`
-(1-based, default 1); when more lines remain the result ends with the exact call that
-continues, e.g. `storage_read(path="notes/log.md", offset=2001)`.
-Examples:
-  storage_read(path="notes/oncall.md")
-  storage_read(path="ops/big.log", offset=500, limit=100)
-
-Reading records the version you saw: a later storage_write of this file succeeds only if
-nobody changed it since. If the file changed since your previous read, the result starts
-with a note saying who changed it and when. For binary files use storage_download."""
-
-SEARCH_DESCRIPTION = """\
-Search file contents in shared memory with real ripgrep (rg); matches come back inline
-as STORE/PATH:LINE:text. One call covers every store you may read, unless you name stores
-or files in `paths`.
-
-Either give `pattern` (a Rust regex) plus optional rg `flags` and `paths`:
-  storage_search(pattern="timeout", flags=["-i", "-C", "2"])
-  storage_search(pattern="checkout.*5\\\\d\\\\d", paths=["ops"])
-  storage_search(pattern="TODO", flags=["-l"], paths=["notes/projects"])
-or the whole rg command line as you would type it after `rg`, in `args`:
-  storage_search(args=["-i", "-w", "payment failed", "notes", "ops"])
-Useful flags: -i ignore case, -w whole words, -F literal string, -C N / -A N / -B N context
-lines, -l only file names, -c counts, -m N max matches per file, -g GLOB filter files
-(e.g. -g "*.md"), -U multiline. Results are sorted by path, with file names and line
-numbers (-N hides line numbers). Flags that run programs or read outside memory (--pre, -z,
---follow, -f, ...) are refused. "No matches" is a normal answer, not an error."""
-
-WRITE_DESCRIPTION = """\
-Create, replace, append to or edit a file in shared memory (stores you may write).
-
-Give exactly one of:
-  content  the new text of the whole file, or with append=true the text to add at its end
-           storage_write(path="notes/oncall.md", content="# On-call\\n...")
-           storage_write(path="notes/oncall.md", content="- 03:10 db failover\\n", append=true)
-  sed      a GNU sed script (or a list of scripts, applied in order) run on the current
-           file, so you can change a few lines without sending the whole file:
-           storage_write(path="notes/oncall.md", sed="s/queue-a/queue-b/g")
-           storage_write(path="notes/oncall.md", sed=["/obsolete/d", "3a\\\\new line after 3"])
-           (sed runs sandboxed: the e, r, w commands are unavailable).
-
-Version check: replacing or sed-editing an existing file requires that you read it
-(storage_read or storage_download) and that nobody changed it since. Appending and
-creating a new file need no prior read. If the check fails you get a CONFLICT error naming
-who changed the file and when: your write was NOT applied. Read the file again, redo your
-change on the current content, then retry. Set force=true only to overwrite other agents'
-changes on purpose. Content is UTF-8 text; include a final newline if you want one."""
-
-DOWNLOAD_DESCRIPTION = """\
-Copy a file from shared memory to a local file on the machine running this tool, to work
-on it with other programs (scripts over a CSV, charts, binary files). Byte for byte; the
-local file is replaced atomically. If `dest` is an existing directory (or ends with /),
-the file keeps its name inside it; missing parent directories are created.
-  storage_download(path="ops/orders.csv", dest="/tmp/work/orders.csv")
-The version you downloaded is recorded: storage_upload later sends your changed copy back
-and is refused if someone else changed the file in the meantime."""
-
-UPLOAD_DESCRIPTION = """\
-Copy a local file (on the machine running this tool) back into shared memory, byte for
-byte, creating or replacing `path`.
-  storage_upload(src="/tmp/work/orders.csv", path="ops/orders.csv")
-Version check: replacing an existing file requires that you downloaded (or read) it and
-that nobody changed it since; otherwise the upload is refused as a CONFLICT, so rows or
-lines another agent added meanwhile are never erased. Then storage_download the file
-again, redo your work on the new version, and upload again. force=true overwrites other
-agents' changes on purpose."""
+it, your write is refused as a CONFLICT instead of erasing their work (a conflict means
+someone else's change came first, not that you did something wrong). Then read the file
+again and redo your change on the new content. The files are also resources
+(memfs://STORE/PATH; reading one counts as reading the file), and the prompt "brief" is
+the start-of-session brief."""
 
 
 @dataclass
@@ -193,6 +113,11 @@ class Connection:
             if self._client is None:
                 self._client = self._factory(self.socket_path, self.as_agent)
             return self._client
+
+    def twin(self) -> Connection:
+        """A new connection for the same agent, with its own client (and so its own
+        record of the versions it saw)."""
+        return Connection(self.socket_path, self.as_agent, self._factory)
 
     def bind(self, as_agent: str) -> None:
         """Act as ``as_agent`` from now on (a client made before is dropped)."""
@@ -262,8 +187,8 @@ class StorageTools:
 
     # -- storage_list -------------------------------------------------------------------
 
-    def list_files(self, pattern: str | list[str] | None = None) -> ToolOutcome:
-        patterns = [pattern] if isinstance(pattern, str) else list(pattern or [])
+    def list_files(self, patterns: str | list[str] | None = None) -> ToolOutcome:
+        patterns = [patterns] if isinstance(patterns, str) else list(patterns or [])
         patterns = [p for p in patterns if p.strip()]
 
         def body() -> ToolOutcome:
@@ -547,7 +472,7 @@ def error_outcome(error: MemfsClientError, path: str | None, verb: str) -> ToolO
     conflict told from its details, the lease's details kept in ``meta``."""
     if isinstance(error, ConflictError):
         return conflict_outcome(error, path, verb)
-    text = ERRORS[error.code].model_text(error.message)
+    text = ERRORS[error.code].model_text(error.message, about_path=path is not None)
     if isinstance(error, ConnectionFailed) and verb in ("write", "upload"):
         text += (". If the connection broke during the call the change may or may not "
                  "have been applied: storage_read the file to check before retrying.")

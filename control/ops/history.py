@@ -1,6 +1,7 @@
 """The history ops: log, show, diff and restore, each declared with its request model
 and handler (control/ops/registry.py); log, diff and restore also with their REST
-endpoint. Like every handler, each takes the call and the request and returns the
+endpoint; log (storage_history: a log, a diff or an old version) and restore with their
+MCP tool. Like every handler, each takes the call and the request and returns the
 result dict, raising the engine's exceptions."""
 
 from __future__ import annotations
@@ -8,10 +9,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
-from control.ops.registry import Call, Rest, operation
-from control.ops.storage import committed_fields, content_fields
+from control.ops.registry import ARGUMENTS_CONFIG, Call, Rest, Tool, operation
+from control.ops.storage import (
+    FORCE_DESCRIPTION,
+    PATH_DESCRIPTION,
+    committed_fields,
+    content_fields,
+)
 from control.protocol.base import (
     EXPECT_PATTERN,
     MAX_ARG_LEN,
@@ -83,10 +89,57 @@ class RestoreRequest(BaseRequest):
     """Write the content the file had at ``rev`` back: a version-checked replace."""
 
     op: Literal["restore"]
-    path: Arg
-    rev: Rev
-    force: bool = False
+    path: Arg = Field(description=PATH_DESCRIPTION)
+    rev: Rev = Field(description=(
+        "The revision to bring back (an id from storage_history, HEAD~N, or a time)."))
+    force: bool = Field(default=False, description=FORCE_DESCRIPTION)
     expect: str | None = Field(default=None, pattern=EXPECT_PATTERN)
+
+
+class HistoryArguments(BaseModel):
+    """storage_history's: a log, a diff or an old version, by ``action``."""
+
+    model_config = ARGUMENTS_CONFIG
+
+    path: str | None = Field(default=None, max_length=MAX_ARG_LEN, description=(
+        "A file (STORE/PATH), folder or store; omit for every store (log only)."))
+    action: Literal["log", "diff", "show"] = Field(default="log", description=(
+        "log: the changes; diff: a unified diff of one file; show: a file as it was at "
+        "`rev`."))
+    rev: str | None = Field(default=None, max_length=130, description=(
+        "show: the revision; diff: REV or REV..REV (omit: since you last read the file)."))
+    offset: int | None = Field(default=None, ge=1, description="show: first line, 1-based.")
+    limit: int | None = Field(default=None, ge=1, le=10_000, description=(
+        "log: how many changes (default 20); show: lines per page."))
+
+
+HISTORY_DESCRIPTION = """\
+Look at the past of shared memory: every change to a store is kept (who, when, what).
+
+action="log" (default): the changes, newest first, of a file, a folder or a whole store
+  (path "notes/oncall.md", "notes/incidents" or "notes"; omit path for every store):
+    storage_history(path="notes/oncall.md")
+    storage_history(path="notes", limit=50)
+  Each line: revision, time (UTC), agent, what it did.
+action="diff": a unified diff of one file. Without `rev`: what changed since YOU last read
+  it (useful after a conflict). With rev="3f2c1e0": from that revision to now; with
+  rev="3f2c1e0..9a8b7c6": between two revisions.
+    storage_history(path="notes/oncall.md", action="diff")
+action="show": the file's content at revision `rev` (also of a deleted file), with
+  numbered lines paged by offset/limit like storage_read:
+    storage_history(path="notes/oncall.md", action="show", rev="HEAD~3")
+Revisions are ids from the log (7+ hex digits), HEAD~N (N changes ago in that store),
+or a time such as 2026-11-30T10:00 (UTC). To bring an old version back, use
+storage_restore."""
+
+RESTORE_DESCRIPTION = """\
+Bring back the content a file had at an earlier revision (from storage_history), as a
+new change; nothing in the history is lost. Restoring a deleted file recreates it.
+    storage_restore(path="notes/oncall.md", rev="3f2c1e0")
+Version check, as for storage_write: you must have read the file's current version and
+nobody changed it since; otherwise you get a CONFLICT and nothing is changed (read it,
+check with storage_history(action="diff") what changed, then decide). force=true
+overwrites other agents' changes on purpose."""
 
 
 def iso(at: float) -> str:
@@ -108,7 +161,9 @@ def entry_fields(store: str, entry: Entry) -> dict[str, Any]:
 
 @operation(LogRequest, summary="Changes of the store, a folder or a file, newest first",
            rest=Rest("GET", f"{STORE}/history", renames={"n": "limit", "path": "file"},
-                     adjust=store_path))
+                     adjust=store_path),
+           tool=Tool("storage_history", HISTORY_DESCRIPTION, title="History of memory files",
+                     arguments=HistoryArguments, run="history"))
 def log(call: Call, request: LogRequest) -> dict[str, Any]:
     from memfs.store.history import parse_time
 
@@ -157,7 +212,9 @@ def diff(call: Call, request: DiffRequest) -> dict[str, Any]:
 @operation(RestoreRequest, summary="Write a file back as it was at REV (version-checked; "
            "If-Match honoured)", access="write",
            rest=Rest("POST", f"{STORE}/restore", renames={"path": "file"}, adjust=store_path,
-                     conditional=True))
+                     conditional=True),
+           tool=Tool("storage_restore", RESTORE_DESCRIPTION, title="Restore an old version",
+                     omit=("expect",), run="restore", destructive=True))
 def restore(call: Call, request: RestoreRequest) -> dict[str, Any]:
     path = call.path(request.path)
     committed = call.engine.restore(call.agent, path, request.rev, force=request.force,

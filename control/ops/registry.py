@@ -8,12 +8,12 @@
   operator: a delegate uid acting for no agent in particular),
 * a summary for people (REST, OpenAPI, CLI help),
 * optionally its REST endpoint (`Rest`: ops mirrored one to one under /v1; the
-  hand-shaped file and search endpoints are in control/http/files.py) and its MCP tool
-  (`Tool`: a description for models and how to render a result as text).
+  hand-shaped file and search endpoints are in control/http/files.py) and its MCP tools
+  (`Tool`: a description for models, its arguments, how a result reads as text).
 
 Everything else derives from it: the socket's codec (`codec`), the dispatcher's table,
 `build_request` for the in-process transports, the mirrored REST routes, the OpenAPI
-document and the tools `memfs mcp` generates for ops without a hand-written tool.
+document and every MCP tool (control/mcp/tools.py).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from control.protocol.base import BaseRequest
-from control.protocol.wire import Codec, ProtocolError, op_of
+from control.protocol.wire import Codec, ProtocolError, op_of, problems
 from memfs.errors import Unavailable
 from memfs.recall.errors import RecallOff
 from memfs.store.paths import MemPath, parse_path
@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 Access = Literal["read", "write", "operator"]
 # The modules that declare ops, imported once by `ops`.
 DECLARATIONS = ("control.ops.storage", "control.ops.history", "control.ops.memory",
-                "control.ops.recall", "control.ops.tokens", "control.ops.mirrors")
+                "control.ops.recall", "control.ops.tokens", "control.ops.mirrors",
+                "control.ops.summary")
 # fields a transport fills in itself, never taken from a caller
 RESERVED_FIELDS = frozenset({"op", "id", "as_agent"})
 
@@ -69,13 +70,36 @@ class Rest:
 
 @dataclass(frozen=True)
 class Tool:
-    """An op as an MCP tool, generated from its model: each field an argument (its
-    ``Field(description=...)`` tells the model what to give), the result rendered as
-    text by ``render`` (default: the result as JSON)."""
+    """An op as an MCP tool (control/mcp/tools.py makes it; nothing about a tool is
+    written anywhere else). ``description`` is what the model reads; ``title`` (default:
+    the op's summary) what people see.
+
+    Its arguments: the op's request fields (each ``Field(description=...)`` tells the
+    model what to give), without the transport's own fields and ``omit``, the fields in
+    ``optional`` made optional (the server fills them in, e.g. the session it started);
+    or, for a tool that is not one request as such (a local file, a choice between
+    requests), the ``arguments`` model declared beside the op. Either way the input
+    schema is that model's JSON schema and the arguments are checked by it.
+
+    Carried out by ``run``, the name of a method of control/mcp/memory.py's
+    `AgentTools` called with the checked arguments (for what only the server can do:
+    paging text, local files, its own session), else by sending the op with the
+    arguments as its fields, the result rendered by ``render`` (default: as JSON).
+    ``output``: the structured result's type (the tool's outputSchema); ``local``: it
+    reads or writes files of the machine running the server (stdio only);
+    ``destructive``: it may replace what is there (an MCP annotation)."""
 
     name: str
     description: str
     render: Callable[[dict[str, Any]], str] | None = None
+    title: str | None = None
+    arguments: type[BaseModel] | None = None
+    omit: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    run: str | None = None
+    output: Any = None
+    local: bool = False
+    destructive: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,21 +170,24 @@ class Op:
     access: Access
     summary: str
     rest: Rest | None = None
-    tool: Tool | None = None
+    tools: tuple[Tool, ...] = ()
 
 
 _DECLARED: dict[str, Op] = {}
 
 
 def operation(request: type[BaseRequest], *, summary: str, access: Access = "read",
-              rest: Rest | None = None, tool: Tool | None = None) -> Callable[[Handler], Handler]:
-    """Declare the op of ``request`` with the decorated function as its handler."""
+              rest: Rest | None = None, tool: Tool | tuple[Tool, ...] = ()
+              ) -> Callable[[Handler], Handler]:
+    """Declare the op of ``request`` with the decorated function as its handler, and
+    its MCP tool(s) ``tool``."""
 
     def declare(handler: Handler) -> Handler:
         name = op_of(request)
         if name in _DECLARED:
             raise ValueError(f"op {name!r} is declared twice")
-        _DECLARED[name] = Op(name, request, handler, access, summary, rest, tool)
+        tools = (tool,) if isinstance(tool, Tool) else tool
+        _DECLARED[name] = Op(name, request, handler, access, summary, rest, tools)
         return handler
 
     return declare
@@ -199,13 +226,28 @@ def agent_ops() -> frozenset[str]:
     return frozenset(name for name, declared in ops().items() if declared.access != "operator")
 
 
-def problems(error: ValidationError) -> str:
-    """The errors of a validation as one line: ``field: message; ...``."""
-    return "; ".join(
-        f"{'.'.join(str(part) for part in item['loc']) or 'request'}: "
-        f"{item['msg'].removeprefix('Value error, ')}"
-        for item in error.errors()
-    )
+ARGUMENTS_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+@cache
+def tool_arguments(name: str, tool_name: str) -> type[BaseModel]:
+    """The model of the arguments of op ``name``'s tool ``tool_name`` (see `Tool`)."""
+    declared = op(name)
+    tool = next(tool for tool in declared.tools if tool.name == tool_name)
+    if tool.arguments is not None:
+        return tool.arguments
+    fields: dict[str, Any] = {}
+    for field_name, info in declared.request.model_fields.items():
+        if field_name in RESERVED_FIELDS or field_name in tool.omit:
+            continue
+        if field_name in tool.optional:
+            kind: Any = Annotated.__class_getitem__((info.annotation, *info.metadata))  # type: ignore[attr-defined]
+            fields[field_name] = (kind | None, Field(
+                default=None, description=info.description,
+                json_schema_extra=info.json_schema_extra))
+        else:
+            fields[field_name] = (info.annotation, info)
+    return create_model(f"{tool_name}_arguments", __config__=ARGUMENTS_CONFIG, **fields)
 
 
 def build_request(name: str, fields: Mapping[str, Any], *, lax: bool = False) -> BaseRequest:

@@ -1,19 +1,24 @@
 """The storage ops: list, read, stat, write, delete, search and whoami, each declared
-with its request model and handler (control/ops/registry.py). Their REST endpoints
-(but whoami's) are shaped by hand (control/http/files.py) and so are their MCP tools
-(control/mcp/storage.py): both are about files, not about one request each."""
+with its request model, its handler and its MCP tools (control/ops/registry.py). Their
+REST endpoints (but whoami's) are shaped by hand (control/http/files.py): they are
+about files, not about one request each. The tools that are not one request as such
+(a search by pattern or by command line, a write by content or by sed, a local file's
+download or upload) declare their arguments' model here; control/mcp/storage.py
+carries them out."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Required
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
+from typing_extensions import TypedDict  # pydantic reads it (see jail/rg_json.py)
 
-from control.ops.registry import Call, Rest, operation
+from control.ops.registry import ARGUMENTS_CONFIG, Call, Rest, Tool, operation
 from control.protocol.base import (
     EXPECT_PATTERN,
+    MAX_ARG_LEN,
     MAX_ARGS,
     Arg,
     BaseRequest,
@@ -21,6 +26,7 @@ from control.protocol.base import (
     wire_encoding,
 )
 from control.protocol.wire import ProtocolError
+from jail.rg_json import Match
 from memfs.store.errors import InvalidInput
 from memfs.store.paths import MemPath
 
@@ -29,16 +35,27 @@ if TYPE_CHECKING:
     from memfs.store.versions import Pinned
 
 
+PATH_DESCRIPTION = ("File path as STORE/PATH, e.g. notes/oncall.md (a /memory/ prefix is "
+                    "fine).")
+FORCE_DESCRIPTION = ("Skip the version check and overwrite changes you have not seen. Only "
+                     "on purpose, never to get past a conflict blindly.")
+LocalPath = Annotated[str, Field(min_length=1, max_length=4096)]
+
+
 class ListRequest(BaseRequest):
     op: Literal["list"]
-    patterns: list[Arg] = Field(default_factory=list, max_length=MAX_ARGS)
+    patterns: list[Arg] = Field(default_factory=list, max_length=MAX_ARGS, description=(
+        'Globs over STORE/PATH, e.g. ["notes/**", "**/*.md"]; omit for every file you can '
+        "read."))
 
 
 class ReadRequest(BaseRequest):
     op: Literal["read"]
-    path: Arg
-    offset: int = Field(default=1, ge=1)  # first line to return, 1-based
-    limit: int | None = Field(default=None, ge=1)  # number of lines; None: to the end
+    path: Arg = Field(description=PATH_DESCRIPTION)
+    offset: int = Field(default=1, ge=1, description="First line to show, 1-based (default 1).")
+    # number of lines; None: to the end (a tool's page: 2000)
+    limit: int | None = Field(default=None, ge=1, description=(
+        "Number of lines to show (default 2000)."))
     encoding: Encoding = "text"
 
     _encoding = field_validator("encoding")(wire_encoding)
@@ -105,6 +122,76 @@ class SearchRequest(BaseRequest):
         "line, text, submatches, before, after), from rg's JSON output"))
 
 
+class SearchArguments(BaseModel):
+    """storage_search's: a pattern with flags and paths, or rg's whole command line."""
+
+    model_config = ARGUMENTS_CONFIG
+
+    pattern: str | None = Field(default=None, max_length=MAX_ARG_LEN, description=(
+        "The regex to search for (ripgrep syntax). Give this or `args`."))
+    flags: list[Arg] | None = Field(default=None, max_length=64, description=(
+        'ripgrep flags to use with `pattern`, e.g. ["-i", "-C", "2"].'))
+    paths: list[Arg] | None = Field(default=None, max_length=64, description=(
+        'Limit the search to these stores, folders or files, e.g. ["notes"] or '
+        '["ops/runbooks"]. Default: every store you can read.'))
+    args: list[Arg] | None = Field(default=None, max_length=128, description=(
+        'Instead of pattern/flags/paths: the whole rg command line, e.g. ["-i", "-w", '
+        '"timeout", "ops"].'))
+
+
+class SearchOutput(TypedDict, total=False):
+    """What storage_search's text shows, as data: the matches (path, line, text, the
+    matched spans in characters of text, the context lines before and after), or rg's
+    own text as output when the flags print something else (-l, -c, -o...); rg's exit
+    code (0 matches, 1 none, 2 errors); truncated: some was left out."""
+
+    matches: list[Match]
+    output: str
+    exit_code: Required[int]
+    truncated: Required[bool]
+
+
+class WriteArguments(BaseModel):
+    """storage_write's: the new content (or the text to append), or sed scripts."""
+
+    model_config = ARGUMENTS_CONFIG
+
+    path: Arg = Field(min_length=1, description=PATH_DESCRIPTION)
+    content: str | None = Field(default=None, description=(
+        "The full new text of the file, or with append=true the text to add at its end. "
+        "Give this or `sed`."))
+    append: bool = Field(default=False, description=(
+        "Add `content` at the end of the file (creating it if needed) instead of replacing "
+        "it; needs no prior read."))
+    sed: str | list[Annotated[str, Field(max_length=65536)]] | None = Field(
+        default=None, max_length=MAX_ARGS, description=(
+            'A GNU sed script, or a list of scripts applied in order, run on the file\'s '
+            'current content, e.g. "s/old/new/g" or ["/^DRAFT/d", "$a\\\\last line"]. '
+            "Give this or `content`."))
+    force: bool = Field(default=False, description=FORCE_DESCRIPTION)
+
+
+class DownloadArguments(BaseModel):
+    """storage_download's: the memory file and the local destination."""
+
+    model_config = ARGUMENTS_CONFIG
+
+    path: Arg = Field(min_length=1, description=PATH_DESCRIPTION)
+    dest: LocalPath = Field(description=(
+        "Local destination file (or existing directory) on the machine running this tool, "
+        "e.g. /tmp/work/orders.csv."))
+
+
+class UploadArguments(BaseModel):
+    """storage_upload's: the local file and the memory file it replaces or creates."""
+
+    model_config = ARGUMENTS_CONFIG
+
+    src: LocalPath = Field(description="Local file to send, on the machine running this tool.")
+    path: Arg = Field(min_length=1, description=PATH_DESCRIPTION)
+    force: bool = Field(default=False, description=FORCE_DESCRIPTION)
+
+
 class WhoamiRequest(BaseRequest):
     op: Literal["whoami"]
 
@@ -118,12 +205,104 @@ def whoami(call: Call, _: WhoamiRequest) -> dict[str, Any]:
                        for store in call.engine.readable_stores(call.agent)}}
 
 
-@operation(ListRequest, summary="The files of the agent's stores, by glob")
+LIST_DESCRIPTION = """\
+List files in shared memory, as STORE/PATH (one per line), across every store you may read.
+
+`patterns` are optional globs over STORE/PATH: `*` matches within one path segment,
+`**` across segments, `?` one character, `[abc]` a set.
+Examples:
+  storage_list()                           every file you can read
+  storage_list(patterns=["notes/**"])      everything in the store "notes"
+  storage_list(patterns=["**/*.md"])       every Markdown file in every store
+  storage_list(patterns=["ops/**/*.csv", "notes/2026-*.md"])
+Only files are listed (directories appear through their files)."""
+
+READ_DESCRIPTION = """\
+Read a text file from shared memory, with numbered lines like `cat -n`
+(right-aligned line number, a tab, then the line). The numbers are for reference only:
+never include them when you write the file back.
+
+Long files come in pages of `limit` lines (default 2000) starting at line `offset`
+(1-based, default 1); when more lines remain the result ends with the exact call that
+continues, e.g. `storage_read(path="notes/log.md", offset=2001)`.
+Examples:
+  storage_read(path="notes/oncall.md")
+  storage_read(path="ops/big.log", offset=500, limit=100)
+
+Reading records the version you saw: a later storage_write of this file succeeds only if
+nobody changed it since. If the file changed since your previous read, the result starts
+with a note saying who changed it and when. For binary files use storage_download."""
+
+SEARCH_DESCRIPTION = """\
+Search file contents in shared memory with real ripgrep (rg); matches come back inline
+as STORE/PATH:LINE:text. One call covers every store you may read, unless you name stores
+or files in `paths`.
+
+Either give `pattern` (a Rust regex) plus optional rg `flags` and `paths`:
+  storage_search(pattern="timeout", flags=["-i", "-C", "2"])
+  storage_search(pattern="checkout.*5\\\\d\\\\d", paths=["ops"])
+  storage_search(pattern="TODO", flags=["-l"], paths=["notes/projects"])
+or the whole rg command line as you would type it after `rg`, in `args`:
+  storage_search(args=["-i", "-w", "payment failed", "notes", "ops"])
+Useful flags: -i ignore case, -w whole words, -F literal string, -C N / -A N / -B N context
+lines, -l only file names, -c counts, -m N max matches per file, -g GLOB filter files
+(e.g. -g "*.md"), -U multiline. Results are sorted by path, with file names and line
+numbers (-N hides line numbers). Flags that run programs or read outside memory (--pre, -z,
+--follow, -f, ...) are refused. "No matches" is a normal answer, not an error."""
+
+WRITE_DESCRIPTION = """\
+Create, replace, append to or edit a file in shared memory (stores you may write).
+
+Give exactly one of:
+  content  the new text of the whole file, or with append=true the text to add at its end
+           storage_write(path="notes/oncall.md", content="# On-call\\n...")
+           storage_write(path="notes/oncall.md", content="- 03:10 db failover\\n", append=true)
+  sed      a GNU sed script (or a list of scripts, applied in order) run on the current
+           file, so you can change a few lines without sending the whole file:
+           storage_write(path="notes/oncall.md", sed="s/queue-a/queue-b/g")
+           storage_write(path="notes/oncall.md", sed=["/obsolete/d", "3a\\\\new line after 3"])
+           (sed runs sandboxed: the e, r, w commands are unavailable).
+
+Version check: replacing or sed-editing an existing file requires that you read it
+(storage_read or storage_download) and that nobody changed it since. Appending and
+creating a new file need no prior read. If the check fails you get a CONFLICT error naming
+who changed the file and when: your write was NOT applied. Read the file again, redo your
+change on the current content, then retry. Set force=true only to overwrite other agents'
+changes on purpose. Content is UTF-8 text; include a final newline if you want one."""
+
+DOWNLOAD_DESCRIPTION = """\
+Copy a file from shared memory to a local file on the machine running this tool, to work
+on it with other programs (scripts over a CSV, charts, binary files). Byte for byte; the
+local file is replaced atomically. If `dest` is an existing directory (or ends with /),
+the file keeps its name inside it; missing parent directories are created.
+  storage_download(path="ops/orders.csv", dest="/tmp/work/orders.csv")
+The version you downloaded is recorded: storage_upload later sends your changed copy back
+and is refused if someone else changed the file in the meantime."""
+
+UPLOAD_DESCRIPTION = """\
+Copy a local file (on the machine running this tool) back into shared memory, byte for
+byte, creating or replacing `path`.
+  storage_upload(src="/tmp/work/orders.csv", path="ops/orders.csv")
+Version check: replacing an existing file requires that you downloaded (or read) it and
+that nobody changed it since; otherwise the upload is refused as a CONFLICT, so rows or
+lines another agent added meanwhile are never erased. Then storage_download the file
+again, redo your work on the new version, and upload again. force=true overwrites other
+agents' changes on purpose."""
+
+
+@operation(ListRequest, summary="The files of the agent's stores, by glob",
+           tool=Tool("storage_list", LIST_DESCRIPTION, title="List memory files",
+                     run="list_files"))
 def list_files(call: Call, request: ListRequest) -> dict[str, Any]:
     return {"paths": call.engine.list(call.agent, request.patterns)}
 
 
-@operation(ReadRequest, summary="A file's current version (recorded as read)")
+@operation(ReadRequest, summary="A file's current version (recorded as read)",
+           tool=(Tool("storage_read", READ_DESCRIPTION, title="Read a memory file",
+                      omit=("encoding",), run="read"),
+                 Tool("storage_download", DOWNLOAD_DESCRIPTION, title="Download a memory file",
+                      arguments=DownloadArguments, run="download", local=True,
+                      destructive=True)))
 def read(call: Call, request: ReadRequest) -> dict[str, Any]:
     path = call.path(request.path)
     if request.encoding != "text":
@@ -151,7 +330,12 @@ def stat(call: Call, request: StatRequest) -> dict[str, Any]:
 
 
 @operation(WriteRequest, summary="Replace, append to or sed-edit a file (version-checked)",
-           access="write")
+           access="write",
+           tool=(Tool("storage_write", WRITE_DESCRIPTION, title="Write a memory file",
+                      arguments=WriteArguments, run="write", destructive=True),
+                 Tool("storage_upload", UPLOAD_DESCRIPTION, title="Upload a memory file",
+                      arguments=UploadArguments, run="upload", local=True,
+                      destructive=True)))
 def write(call: Call, request: WriteRequest) -> dict[str, Any]:
     path = call.path(request.path)
     if request.sed is not None:
@@ -177,7 +361,9 @@ def delete(call: Call, request: DeleteRequest) -> dict[str, Any]:
 
 
 @operation(SearchRequest, summary="ripgrep over the agent's stores, jailed (not a read): "
-           "its text, or structured matches")
+           "its text, or structured matches",
+           tool=Tool("storage_search", SEARCH_DESCRIPTION, title="Search memory (ripgrep)",
+                     arguments=SearchArguments, run="search", output=SearchOutput))
 def search(call: Call, request: SearchRequest) -> dict[str, Any]:
     jail, engine = call.jail(), call.engine
     stores = {name: engine.store_dir(name) for name in engine.readable_stores(call.agent)}

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -50,7 +51,7 @@ def matching(pattern: str, name: str, hint: str) -> tuple[Any, ...]:
 
     def check(value: str) -> str:
         if not regex.fullmatch(value):
-            raise ValueError(f"bad {name} {value[:80]!r}: {hint}")
+            raise ValueError(f"bad {name} {json.dumps(value[:80])}: {hint}")
         return value
 
     return Field(json_schema_extra={"pattern": pattern}), AfterValidator(check)

@@ -160,13 +160,77 @@ class Codec:
         try:
             return self._adapter.validate_python(raw, context=WIRE)
         except ValidationError as error:
-            problems = "; ".join(
-                f"{_short('.'.join(str(p) for p in item['loc'][1:])) or 'request'}: "
-                f"{item['msg'].removeprefix('Value error, ')}"
-                for item in error.errors()[:10]
-            )
-            raise ProtocolError("invalid", f"bad {op} request: {_short(problems, 2000)}",
-                                request_id) from None
+            raise ProtocolError(
+                "invalid", f"bad {op} request: {_short(problems(error, skip=1), 2000)}",
+                request_id) from None
+
+
+def problems(error: ValidationError, noun: str = "field", *, skip: int = 0) -> str:
+    """The errors of a validation as one line in human words, each naming its field
+    (``offset must be at least 1; unknown field "x"``; ``noun``: what a field is
+    called, e.g. "argument"; ``skip``: leading parts of each error's location that
+    name no field, e.g. a tagged union's tag): no validator's own jargon. At most 10."""
+    return "; ".join(dict.fromkeys(problem({**item, "loc": item["loc"][skip:]}, noun)
+                                   for item in error.errors()[:10]))
+
+
+_KINDS = {"string": "text", "int": "an integer", "bool": "true or false", "list": "a list",
+          "dict": "an object", "float": "a number", "bytes": "text"}
+
+
+def problem(item: Any, noun: str = "field") -> str:
+    """One error of a validation in human words, naming its field."""
+    loc = [part for part in item["loc"] if part not in ("function-after", "list[str]",
+                                                        "str", "int", "bool")]
+    name = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
+                   for part in loc).lstrip(".") or "request"
+    kind, ctx = item["type"], item.get("ctx") or {}
+    if kind == "missing":
+        return f"{name} is required"
+    if kind == "extra_forbidden":
+        return f"unknown {noun} {json.dumps(name[:100])}"  # the caller's: maybe long
+    if kind.endswith("_type"):
+        expected = _KINDS.get(kind.removesuffix("_type"), kind.removesuffix("_type"))
+        if kind == "union_type" or kind == "model_type":
+            expected = "of another type"
+        return f"{name} must be {expected}, not {_kind_of(item.get('input'))}"
+    if kind == "string_too_short":
+        return f"{name} must not be empty"
+    if kind == "too_short":
+        return f"{name} must hold at least {ctx.get('min_length')} item(s)"
+    if kind == "string_too_long":
+        return f"{name} is too long (at most {ctx.get('max_length')} characters)"
+    if kind == "too_long":
+        return f"{name} holds too many items (at most {ctx.get('max_length')})"
+    if kind in ("greater_than_equal", "greater_than"):
+        return f"{name} must be at least {ctx.get('ge', ctx.get('gt'))}"
+    if kind in ("less_than_equal", "less_than"):
+        return f"{name} must be at most {ctx.get('le', ctx.get('lt'))}"
+    if kind == "literal_error":
+        return f"{name} must be one of {ctx.get('expected')}"
+    if kind == "string_pattern_mismatch":
+        return f"{name} does not match {ctx.get('pattern')}"
+    if kind in ("value_error", "assertion_error"):
+        message = str(ctx.get("error") or item["msg"].removeprefix("Value error, "))
+        return message if loc == [] else f"{name}: {message}"
+    return f"{name}: {item['msg']}"
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
 
 
 def op_of(model: type[BaseRequest]) -> str:

@@ -1,4 +1,5 @@
-"""``memfs session|task|decision ...`` and ``memfs brief``: the memory commands.
+"""``memfs session|task|decision ...``, ``memfs brief`` and ``memfs summary``: the memory
+commands.
 
 Registered into the parser by memfs/cli/__init__.py (`register`). Each command takes
 ``--store STORE`` (default: the agent's only structured store); commands that create
@@ -83,6 +84,17 @@ def brief(client: Client, args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(result["markdown"])
     return 0
+
+
+def summary(client: Client, args: argparse.Namespace) -> int:
+    result = client.call("summary", store=args.store_arg or args.store)
+    t, d, s = result["tasks"], result["decisions"], result["sessions"]
+    return _emit(args, result, "\n".join((
+        f"store      {result['store']}", f"notes      {result['notes']}",
+        f"tasks      {t['open']} open, {t['claimed']} claimed, {t['expired']} expired, "
+        f"{t['done']} done",
+        f"decisions  {d['accepted']} accepted, {d['superseded']} superseded",
+        f"sessions   {s['open']} open, {s['closed']} closed")))
 
 
 # -- tasks ---------------------------------------------------------------------------------
@@ -211,6 +223,12 @@ def register(add: Add, common: argparse.ArgumentParser) -> None:
     overview.add_argument("--store", help=argparse.SUPPRESS)
     overview.add_argument("--max-bytes", type=int, default=4096, metavar="N",
                           help="the brief's size at most, in bytes (default 4096)")
+
+    counts = add("summary", summary, "how much the memory holds: notes, tasks, decisions and "
+                 "sessions, counted")
+    counts.add_argument("store_arg", nargs="?", metavar="STORE",
+                        help="the structured store (default: your only one)")
+    counts.add_argument("--store", help=argparse.SUPPRESS)
 
     task = group("task", "tasks with leases: add, list, show, claim, checkpoint, complete, "
                  "release")

@@ -109,13 +109,13 @@ def superseded(current: bytes | None, old_id: str, new_id: str,
     decision record ``id`` exists (a link to a missing one does not count). Raises
     NotFound, InvalidInput (already superseded)."""
     if current is None:
-        raise NotFound(f"no decision {old_id} to supersede")
+        raise NotFound(f"no decision {r.literal(old_id)} to supersede")
     old = parse(f"{old_id}.md", current)
     if old is None:
         raise InvalidInput(f"decisions/{old_id}.md is not a decision memfs can read")
     successor = old.fields.get("superseded_by")
     if isinstance(successor, str) and exists(successor):
-        raise Closed(f"decision {old_id} is already superseded by "
+        raise Closed(f"decision {r.literal(old_id)} is already superseded by "
                      f"{r.literal(successor)}; supersede that one instead")
     return _linked(old, new_id)
 

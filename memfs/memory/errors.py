@@ -14,7 +14,7 @@ class LeaseHeld(MemfsError):
     code = "lease_held"
 
     def __init__(self, task: str, holder: str, expires_at: str) -> None:
-        super().__init__(f"task {task} is leased by {literal(holder)} until "
+        super().__init__(f"task {literal(task)} is leased by {literal(holder)} until "
                          f"{literal(expires_at)}; wait, or pick another task")
         self.task, self.holder, self.expires_at = task, holder, expires_at
 

@@ -42,8 +42,8 @@ class Memory:
         if store is not None:
             self.engine.check_access(agent, store)
             if not self.engine.config.stores[store].structured:
-                raise InvalidInput(f"store {store} is not structured (structured = true "
-                                   "keeps sessions, tasks and decisions)")
+                raise InvalidInput(f"store {r.literal(store)} is not structured (structured "
+                                   "= true keeps sessions, tasks and decisions)")
             return store
         mine = [s for s in self.engine.readable_stores(agent)
                 if self.engine.config.stores[s].structured]
@@ -51,8 +51,9 @@ class Memory:
             return mine[0]
         if not mine:
             raise InvalidInput("you have no structured store (one with structured = true)")
-        raise InvalidInput(f"you have several structured stores ({', '.join(mine)}): name one "
-                           "with --store")
+        raise InvalidInput(f"you have several structured stores "
+                           f"({', '.join(r.literal(s) for s in mine)}): name the one to use "
+                           "(`store`; --store on the command line)")
 
     def records(self, agent: str, store: str, folder: str) -> dict[str, Any]:
         self.engine.check_access(agent, store)
@@ -133,7 +134,8 @@ class Memory:
         name = sessions.path_of(session_id).split("/", 1)[1]
         session: sessions.Session | None = self.records(agent, store, sessions.FOLDER).get(name)
         if session is None:
-            raise NotFound(f"no session {session_id} in {store}")
+            raise NotFound(f"no session {r.literal(session_id)} in store {r.literal(store)}"
+                           " (the brief and session_list name the sessions)")
         return session.as_dict()
 
     # -- tasks --------------------------------------------------------------------------
@@ -277,7 +279,8 @@ class Memory:
         name = tasks.path_of(task_id).split("/", 1)[1]
         task: tasks.Task | None = self.records(agent, store, tasks.FOLDER).get(name)
         if task is None:
-            raise NotFound(f"no task {task_id} in {store}")
+            raise NotFound(f"no task {r.literal(task_id)} in store {r.literal(store)} "
+                           "(task_list shows the tasks)")
         return task.view(self.clock())
 
     # -- decisions ----------------------------------------------------------------------
@@ -334,7 +337,8 @@ class Memory:
         name = decisions.path_of(decision_id).split("/", 1)[1]
         found = self.records(agent, store, decisions.FOLDER)
         if name not in found:
-            raise NotFound(f"no decision {decision_id} in {store}")
+            raise NotFound(f"no decision {r.literal(decision_id)} in store {r.literal(store)} "
+                           "(decision_list shows the decisions)")
         by_id = {d.id: d for d in found.values()}
         record: decisions.Decision = found[name]
         return record.as_dict(decisions.superseder(record, by_id, decisions.links(by_id)))

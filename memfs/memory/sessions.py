@@ -152,16 +152,17 @@ def check_own(current: bytes | None, session_id: str, agent: str) -> Session:
     Raises NotFound (no such session), InvalidInput (not one memfs can read), Closed
     (handed off) or PermissionDenied (another agent's)."""
     if current is None:
-        raise NotFound(f"no session {session_id}: name one of your open sessions "
+        raise NotFound(f"no session {r.literal(session_id)}: name one of your open sessions "
                        "(session_start makes one)")
     session = parse(f"{session_id}.md", current)
     if session is None:
-        raise InvalidInput(f"session {session_id} is not a session file memfs can read")
+        raise InvalidInput(f"session {r.literal(session_id)} is not a session file memfs can read")
     if session.agent != agent:
-        raise PermissionDenied(f"session {session_id} belongs to {r.literal(session.agent)}; "
-                               "only its agent adds to it or claims tasks in it")
+        raise PermissionDenied(f"session {r.literal(session_id)} belongs to "
+                               f"{r.literal(session.agent)}; only its agent adds to it or "
+                               "claims tasks in it")
     if session.state != "open":
-        raise Closed(f"session {session_id} was handed off and is closed; start a new "
+        raise Closed(f"session {r.literal(session_id)} was handed off and is closed; start a new "
                      "session")
     return session
 
@@ -171,7 +172,7 @@ def appended(current: bytes | None, session_id: str, agent: str, entry: Entry,
     """The session file with ``entry`` added (and closed by a handoff). Raises
     NotFound, PermissionDenied (another agent's session), Closed (handed off)."""
     if current is None:
-        raise NotFound(f"no session {session_id}")
+        raise NotFound(f"no session {r.literal(session_id)}")
     check_own(current, session_id, agent)
     text = current.decode("utf-8", "replace")
     if close:

@@ -80,7 +80,7 @@ def render(task: dict[str, Any]) -> bytes:
 
 def _load(current: bytes | None, task_id: str) -> dict[str, Any]:
     if current is None:
-        raise NotFound(f"no task {task_id}")
+        raise NotFound(f"no task {r.literal(task_id)} (task_list shows the tasks)")
     task = parse(f"{task_id}.json", current)
     if task is None:
         raise InvalidInput(f"tasks/{task_id}.json is not a task file memfs can read")
@@ -90,7 +90,7 @@ def _load(current: bytes | None, task_id: str) -> dict[str, Any]:
 def created(current: bytes | None, task_id: str, title: str, body: str, agent: str,
             now: float) -> dict[str, Any]:
     if current is not None:
-        raise AlreadyExists(f"task {task_id} exists already; pick another id")
+        raise AlreadyExists(f"task {r.literal(task_id)} exists already; pick another id")
     return {"id": task_id, "title": title, "body": body, "status": "open",
             "created_by": agent, "created_at": r.iso(now), "lease": None, "holders": [],
             "checkpoints": [], "completed_by": None, "completed_at": None,
@@ -101,7 +101,7 @@ def claimed(current: bytes | None, task_id: str, agent: str, session: str | None
             ttl: int, now: float) -> dict[str, Any]:
     task = _load(current, task_id)
     if task.get("status") == "done":
-        raise Closed(f"task {task_id} is done; nothing to claim")
+        raise Closed(f"task {r.literal(task_id)} is done; nothing to claim")
     lease = task.get("lease")
     if isinstance(lease, dict) and lease.get("agent") != agent and \
             r.parse_iso(lease["expires_at"]) > now:
@@ -123,20 +123,20 @@ def _held(task: dict[str, Any], task_id: str, agent: str, now: float, *,
     unexpired lease, LeaseLost ("claim it first") otherwise."""
     lease = task.get("lease")
     if task.get("status") == "done":
-        raise LeaseLost(task_id, f"task {task_id} was completed by "
+        raise LeaseLost(task_id, f"task {r.literal(task_id)} was completed by "
                         f"{r.literal(task.get('completed_by'))}")
     if not isinstance(lease, dict):
-        raise LeaseLost(task_id, f"you do not hold task {task_id}: it is not claimed (claim "
-                        "it first)")
+        raise LeaseLost(task_id, f"you do not hold task {r.literal(task_id)}: it is not "
+                        "claimed (claim it first)")
     if lease.get("agent") != agent and not force:
         holder = str(lease.get("agent"))
         if agent in (task.get("holders") or []):
-            raise LeaseLost(task_id, f"your lease on task {task_id} was lost: "
+            raise LeaseLost(task_id, f"your lease on task {r.literal(task_id)} was lost: "
                             f"{r.literal(holder)} holds it until "
                             f"{r.literal(lease.get('expires_at'))}", holder)
         if r.parse_iso(str(lease.get("expires_at"))) > now:
             raise LeaseHeld(task_id, holder, str(lease.get("expires_at")))
-        raise LeaseLost(task_id, f"you do not hold task {task_id} (the lease of "
+        raise LeaseLost(task_id, f"you do not hold task {r.literal(task_id)} (the lease of "
                         f"{r.literal(holder)} expired): claim it first", holder)
     return lease
 

@@ -182,10 +182,10 @@ async def test_one_developer_several_agents(setup: tuple[User, Any]) -> None:
         stale = await call_error(codex, "storage_write",
                                  {"path": "notes/plan.md", "content": "blind\n"})
         assert "CONFLICT" in stale and '"claude-code"' in stale, stale
-        await call_ok(codex, "task_create", {"id": "fix-login", "title": "Fix the login"})
-        await call_ok(codex, "task_claim", {"id": "fix-login"})
+        await call_ok(codex, "task_create", {"task": "fix-login", "title": "Fix the login"})
+        await call_ok(codex, "task_claim", {"task": "fix-login"})
         for other in (claude, gemini):
-            held = await call_error(other, "task_claim", {"id": "fix-login"})
+            held = await call_error(other, "task_claim", {"task": "fix-login"})
             assert held.startswith("LEASE HELD") and '"codex-cli"' in held, held
         briefs = [await call_ok(c, "memory_brief", {}) for c in (claude, codex, gemini)]
     assert [b.split(" (", 1)[0] for b in briefs] == [

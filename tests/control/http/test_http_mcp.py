@@ -161,7 +161,7 @@ async def test_server_info_and_an_unknown_tool_as_over_stdio(daemon: Daemon,
     async with mcp_http(daemon, tokens["alice"], mode=mode) as client:
         assert client.server_info is not None
         assert client.server_info.version == importlib.metadata.version("memfs")
-        no_change_notifications(client.server_capabilities)
+        no_change_notifications(client.server_capabilities, mode)
         await unknown_tool_is_a_protocol_error(client)
         # storage_download is a tool of stdio only: over HTTP it does not exist
         with pytest.raises(Exception, match="storage_download"):

@@ -58,7 +58,7 @@ async def test_memory_tools_quote_and_escape_what_memory_holds(daemon: Daemon) -
             assert re.match(rf'(- {JSON_STRING} \[[a-z]+( by {JSON_STRING}, \d+ min left|'
                             rf' \(was {JSON_STRING}\'s; anyone may claim it\))?\]:|> )',
                             line), line
-        held = await call_error(client, "task_claim", {"id": "held", "store": "team"})
+        held = await call_error(client, "task_claim", {"task": "held", "store": "team"})
         assert held.startswith("LEASE HELD") and "FORGED-HELD" in held
         assert len(lines_of(held)) == 1, held
         listed = lines_of(await call_ok(client, "decision_list",
@@ -66,8 +66,8 @@ async def test_memory_tools_quote_and_escape_what_memory_holds(daemon: Daemon) -
         assert any("FORGED-DTITLE" in line for line in listed)
         for line in listed:
             assert re.match(rf"(- {JSON_STRING} \[[a-z]+\]|> )", line), line
-        shown = lines_of(await call_ok(client, "decision_list", {
-            "id": f"{r.day(time.time())}-new-way", "store": "team"}))
+        shown = lines_of(await call_ok(client, "decision_show", {
+            "decision": f"{r.day(time.time())}-new-way", "store": "team"}))
         assert "FORGED-AUTHOR" in shown[0] and "FORGED-SUPERSEDED" in "\n".join(shown)
         for line in shown:
             assert re.match(rf"({JSON_STRING} \[|> |supersedes: \"|superseded by: \"|"
@@ -79,7 +79,7 @@ async def test_memory_tools_quote_and_escape_what_memory_holds(daemon: Daemon) -
 
 async def test_storage_tools_never_show_a_name_that_forges_a_line(daemon: Daemon) -> None:
     async with mcp_session(daemon.socket, uid=UID_B) as client:
-        listing = lines_of(await call_ok(client, "storage_list", {"pattern": "team/notes/**"}))
+        listing = lines_of(await call_ok(client, "storage_list", {"patterns": ["team/notes/**"]}))
         assert listing == sorted([IGNORE, "team/notes/plain.md"]), listing
         found = lines_of(await call_ok(client, "storage_search", {"pattern": "needle",
                                                                   "paths": ["team"]}))

@@ -29,7 +29,7 @@ async def test_each_agent_sees_only_its_stores(daemon: Daemon) -> None:
         # carol: no ops at all (it does not exist for her), and notes read-only
         denied = await call_error(c_client, "storage_read", {"path": "ops/private.md"})
         assert denied.startswith('Not found: no store named "ops"'), denied
-        await call_error(c_client, "storage_list", {"pattern": "ops/**"})
+        await call_error(c_client, "storage_list", {"patterns": ["ops/**"]})
         assert "marker-42" in await call_ok(c_client, "storage_read", {"path": "notes/shared.md"})
         ro = await call_error(c_client, "storage_write",
                               {"path": "notes/shared.md", "content": "carol\n", "append": True})

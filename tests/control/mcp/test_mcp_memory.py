@@ -36,17 +36,17 @@ async def test_a_session_through_mcp(team_daemon: Daemon) -> None:
         started = await call_ok(client, "session_start", {"goal": "Add rate limiting"})
         sid = json.loads(started.split()[1])  # ids are JSON strings
         await call_ok(client, "session_checkpoint", {"note": "middleware added"})
-        await call_ok(client, "task_create", {"id": "rate-limit", "title": "Add rate limits"})
-        claimed = await call_ok(client, "task_claim", {"id": "rate-limit", "ttl": "1s"})
+        await call_ok(client, "task_create", {"task": "rate-limit", "title": "Add rate limits"})
+        claimed = await call_ok(client, "task_claim", {"task": "rate-limit", "ttl": "1s"})
         assert claimed.startswith('Claimed "rate-limit"')
         with connect_as(0, daemon.socket, as_agent="dave") as dave:
             held = dave.call("task_show", store="team", task="rate-limit")
             assert held["lease"]["session"] == sid  # the server's session, no id carried
             time.sleep(1.2)
             dave.call("task_claim", store="team", task="rate-limit")
-        lost = await call_error(client, "task_checkpoint", {"id": "rate-limit", "note": "x"})
+        lost = await call_error(client, "task_checkpoint", {"task": "rate-limit", "note": "x"})
         assert lost.startswith("LEASE LOST") and "dave" in lost
-        held_text = await call_error(client, "task_claim", {"id": "rate-limit"})
+        held_text = await call_error(client, "task_claim", {"task": "rate-limit"})
         assert held_text.startswith("LEASE HELD")
         listing = await call_ok(client, "task_list", {"status": "claimed"})
         assert '- "rate-limit" [claimed by "dave"' in listing and "> Add rate limits" in listing
@@ -58,7 +58,7 @@ async def test_a_session_through_mcp(team_daemon: Daemon) -> None:
             "supersedes": old_id})
         decisions = await call_ok(client, "decision_list", {"status": "all"})
         assert f'"{old_id}" [superseded]' in decisions
-        full = await call_ok(client, "decision_list", {"id": old_id})
+        full = await call_ok(client, "decision_show", {"decision": old_id})
         assert "superseded by" in full and "bursts" in full
         await call_ok(client, "session_handoff", {"summary": "limits half done",
                                                   "next": "finish the window"})
@@ -79,9 +79,9 @@ async def test_task_show_is_a_tool_generated_from_its_declaration(team_daemon: D
         assert set(shown.input_schema["properties"]) == {"task", "store"}
         assert shown.input_schema["required"] == ["task"]
         assert shown.annotations is not None and shown.annotations.read_only_hint
-        await call_ok(client, "task_create", {"id": "show-me", "title": "Look closer",
+        await call_ok(client, "task_create", {"task": "show-me", "title": "Look closer",
                                               "body": "all\u2028the details"})
-        await call_ok(client, "task_claim", {"id": "show-me"})
+        await call_ok(client, "task_claim", {"task": "show-me"})
         text = await call_ok(client, "task_show", {"task": "show-me"})
         assert text.startswith('Task "show-me" [claimed by "bob", ')
         assert "> Look closer" in text and "the details" in text  # quoted data
@@ -105,3 +105,7 @@ async def test_session_show_is_a_tool_generated_from_its_declaration(team_daemon
         assert [entry["note"] for entry in shown["entries"]] == ["half way"]
         missing = await call_error(client, "session_show", {"session": "no-such-session"})
         assert "no-such-session" in missing or "no session" in missing
+        listed = json.loads(await call_ok(client, "session_list", {"agent": "bob",
+                                                                   "state": "open"}))
+        assert sid in [session["id"] for session in listed["sessions"]]
+        assert all("entries" not in session for session in listed["sessions"])

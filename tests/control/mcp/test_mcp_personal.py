@@ -74,10 +74,10 @@ async def test_three_clients_are_three_agents(daemon: Daemon) -> None:
                                  {"path": "notes/plan.md", "content": "blind\n"})
         assert "CONFLICT" in stale and '"codex-cli"' in stale, stale
 
-        await call_ok(claude, "task_create", {"id": "fix-login", "title": "Fix the login"})
-        await call_ok(claude, "task_claim", {"id": "fix-login"})
+        await call_ok(claude, "task_create", {"task": "fix-login", "title": "Fix the login"})
+        await call_ok(claude, "task_claim", {"task": "fix-login"})
         for other in (codex, gemini):
-            held = await call_error(other, "task_claim", {"id": "fix-login"})
+            held = await call_error(other, "task_claim", {"task": "fix-login"})
             assert held.startswith("LEASE HELD") and '"claude-code"' in held, held
 
         await call_ok(codex, "session_start", {"goal": "review the plan"})

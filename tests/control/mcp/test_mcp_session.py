@@ -29,7 +29,7 @@ async def test_tool_list_and_schemas(daemon: Daemon) -> None:
         def props(name: str) -> set[str]:
             return set(schemas[name]["properties"])
 
-        assert props("storage_list") == {"pattern"}
+        assert props("storage_list") == {"patterns"}
         assert schemas["storage_list"].get("required", []) == []
         assert props("storage_read") == {"path", "offset", "limit"}
         assert schemas["storage_read"]["required"] == ["path"]
@@ -45,8 +45,10 @@ async def test_tool_list_and_schemas(daemon: Daemon) -> None:
         assert sorted(schemas["storage_upload"]["required"]) == ["path", "src"]
         for name, tool in tools.items():
             assert tool.description and len(tool.description) > 200
-            # storage_search's results carry its matches too (tests/control/mcp/test_mcp_search)
-            assert (tool.output_schema is None) is (name != "storage_search"), name
+            # storage_search's results carry its matches too (tests/control/mcp/test_mcp_search),
+            # memory_summary's its counts (tests/control/http/test_summary.py)
+            assert (tool.output_schema is None) is (
+                name not in ("storage_search", "memory_summary")), name
         assert "CONFLICT" in (tools["storage_write"].description or "")
         assert "offset=2001" in (tools["storage_read"].description or "")
         assert tools["storage_read"].annotations is not None
@@ -68,15 +70,15 @@ async def test_full_session(daemon: Daemon, workdir: Path) -> None:
         listing = await call_ok(client, "storage_list", {})
         assert listing.splitlines() == ["notes/incidents/checkout.md", "notes/log.md",
                                         "ops/runbook.md"]
-        md = await call_ok(client, "storage_list", {"pattern": "notes/*/*.md"})
+        md = await call_ok(client, "storage_list", {"patterns": ["notes/*/*.md"]})
         assert md.splitlines() == ["notes/incidents/checkout.md"]
-        md = await call_ok(client, "storage_list", {"pattern": "/memory/notes/**/*.md"})
+        md = await call_ok(client, "storage_list", {"patterns": ["/memory/notes/**/*.md"]})
         assert md.splitlines() == ["notes/incidents/checkout.md", "notes/log.md"]
-        both = await call_ok(client, "storage_list", {"pattern": ["ops/*", "**/checkout.md"]})
+        both = await call_ok(client, "storage_list", {"patterns": ["ops/*", "**/checkout.md"]})
         assert both.splitlines() == ["notes/incidents/checkout.md", "ops/runbook.md"]
-        assert "No files match" in await call_ok(client, "storage_list", {"pattern": "**/*.csv"})
+        assert "No files match" in await call_ok(client, "storage_list", {"patterns": ["**/*.csv"]})
         assert 'Not found: no store named "secret"' in await call_error(
-            client, "storage_list", {"pattern": "secret/**"})
+            client, "storage_list", {"patterns": ["secret/**"]})
 
         # -- read with paging
         page = await call_ok(client, "storage_read", {"path": "notes/log.md"})

@@ -25,7 +25,8 @@ DOCUMENTED = {"list", "read", "stat", "write", "delete", "search", "whoami", "lo
               "diff", "restore", "session_start", "session_checkpoint", "session_handoff",
               "session_list", "session_show", "brief", "task_add", "task_list", "task_show",
               "task_claim", "task_checkpoint", "task_complete", "task_release",
-              "decision_record", "decision_list", "decision_show", "recall", "reindex",
+              "decision_record", "decision_list", "decision_show", "summary", "recall",
+              "reindex",
               "token_create", "token_list", "token_revoke", "agent_list", "agent_rename",
               "agent_retire", "mirror_status", "mirror_push"}
 OPERATOR = {"token_create", "token_list", "token_revoke", "agent_list", "agent_rename",
