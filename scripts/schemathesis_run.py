@@ -107,6 +107,7 @@ def main() -> int:
     parser.add_argument("--max-examples", type=int, default=25)
     parser.add_argument("--max-time", type=int, default=240,
                         help="seconds for the examples, coverage and fuzzing phases")
+    parser.add_argument("--seed", type=int, default=4242)
     parser.add_argument("--stateful-time", type=int, default=120,
                         help="seconds for the stateful phase, after them (0: none)")
     args, extra = parser.parse_known_args()
@@ -132,7 +133,11 @@ def main() -> int:
                 continue
             command = [str(ST), "--no-color", "--config-file", str(config_file), "run",
                        f"{daemon.http_url}/v1/openapi.json",  # every check: the default
-                       "--mode", "positive", "--phases", phases,
+                       # every check (the default: naming them on the command line
+                       # would override the per-operation settings of the config)
+                       "--mode", "all", "--phases", phases,
+                       "--seed", str(args.seed), "--generation-codec", "ascii",
+                       "--generation-database", "none",
                        "--max-examples", str(args.max_examples),
                        "--max-time", str(seconds), "--workers", "1",
                        "--header", f"Authorization: Bearer {token}",

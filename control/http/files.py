@@ -13,7 +13,8 @@ Files, as ``/v1/stores/{store}/files/{path}``:
   socket read; a missing file records that too), ``ETag`` = the blake3 digest in
   quotes; an ``If-None-Match`` that names it (or ``*``) gives 304 (still a read).
   ``?at=REV``: the file as it was at REV (a ``show``: records nothing). ``HEAD``: a
-  ``stat`` (records nothing), with the headers of the GET (304 alike).
+  ``stat`` (records nothing), with the status and headers of the GET (304 alike; with
+  ``?at=REV`` the show's), no body.
 * ``PUT`` (raw body): replace or create, version-checked against the agent's record
   like every write; ``?force=true`` skips that check. 201 when created.
 * ``PATCH`` with JSON ``{"append": TEXT}`` or ``{"sed": [SCRIPT, ...]}`` (and
@@ -168,8 +169,8 @@ def routes(api: Api) -> list[Route]:
     @guarded
     async def read_file(request: Request) -> Response:
         path = _file_path(request)
-        if request.method == "HEAD":
-            query(request, {})
+        at = query(request, {"at": "rev"}).get("rev")
+        if request.method == "HEAD" and at is None:
             info = await api.execute(request, "stat", {"path": path})
             headers = _version_headers(info)
             if not_modified(request, info["digest"]):
@@ -177,8 +178,7 @@ def routes(api: Api) -> list[Route]:
             # the headers a GET would send, without the body
             return Response(headers={**headers, "Content-Length": str(info["size"])},
                             media_type=_media_type(path))
-        at = query(request, {"at": "rev"}).get("rev")
-        if at is not None:
+        if at is not None:  # (a HEAD too: the headers of this GET, no body)
             shown = await api.execute(request, "show", {"path": path, "rev": at,
                                                         "encoding": "bytes"})
             data = shown["content"]

@@ -23,6 +23,7 @@ from control.http.op_routes import Operation, operations
 from control.http.problems import STATUS
 from control.http.recall import openapi_parameters as recall_parameters
 from control.ops import registry
+from control.ops.storage import SED_PATTERN
 from control.protocol.base import MAX_ARG_LEN, MAX_ARGS, StoreName
 from jail import rg_args, rg_json
 from memfs.store.globs import MAX_GLOB_CHARS
@@ -44,7 +45,10 @@ _PROBLEM_SCHEMA = {
 }
 _ERRORS = {
     "400": "invalid", "401": "no valid bearer token", "403": "permission_denied",
-    "404": "not_found", "409": "conflict, lease_held or lease_lost", "413": "too_large",
+    "404": "not_found", "409": "conflict, lease_held, lease_lost or closed",
+    "413": "too_large",
+    "431": "head_too_large: the request line and headers are longer than the listener "
+           "takes (max_head_bytes)",
     "500": "internal: a failure of memfs itself (logged)", "503": "busy: retry shortly",
     "507": "no_space: the memory's disk is full",
 }
@@ -60,13 +64,32 @@ IF_NONE_MATCH = ("*: change the file only if it does not exist (create only), el
                  "or tags: only if it is at none of those versions (weak comparison)")
 
 
-def _errors(*extra: tuple[str, str], conditional: bool = False) -> dict[str, Any]:
+def _codes(status: str) -> list[str]:
+    """The codes (problem types) an answer of ``status`` carries: its rows of
+    memfs/errors.py; 412 is a conflict with the request's own If-Match or
+    If-None-Match."""
+    if status == "412":
+        return ["conflict"]
+    return [code for code, number in STATUS.items() if str(number) == status]
+
+
+def _errors(*extra: tuple[str, str], conditional: bool = False, head: bool = False
+            ) -> dict[str, Any]:
+    """The error answers of an operation: each status with the problem types it
+    carries (``head``: a HEAD's, which have no body)."""
     described = {**_ERRORS, **dict(extra)}
     if conditional:
         described["412"] = "If-Match or If-None-Match does not hold: nothing was changed"
-    return {status: {"description": text,
-                     "content": {"application/problem+json": {"schema": PROBLEM}}}
-            for status, text in sorted(described.items())}
+    answers: dict[str, Any] = {}
+    for status, text in sorted(described.items()):
+        codes = _codes(status)
+        answers[status] = {"description": text}
+        if not head:
+            answers[status]["content"] = {"application/problem+json": {"schema": {
+                "allOf": [PROBLEM, {"properties": {
+                    "status": {"const": int(status)}, "code": {"enum": codes},
+                    "type": {"enum": [f"urn:memfs:problem:{code}" for code in codes]}}}]}}}
+    return answers
 
 
 def _model_name(op: str) -> str:
@@ -111,6 +134,10 @@ def _operation(operation: Operation) -> dict[str, Any]:
         if field == "file":  # joined with the store into the model's path
             field = "path"
             prop: dict[str, Any] = {**FILE_PATH}
+            if field not in required:  # empty or left out: the whole store
+                prop = {"anyOf": [FILE_PATH, {"type": "string", "maxLength": 0}],
+                        "description": "a file or folder of the store (empty or left "
+                                       "out: the whole store)"}
         else:
             prop = _property(operation.op, field)
         inputs[name] = (prop, field in required)
@@ -123,7 +150,7 @@ def _operation(operation: Operation) -> dict[str, Any]:
         "responses": {str(operation.status): {
             "description": f"the result of the {operation.op} op",
             "content": JSON_RESULT},
-            **_errors(conditional=operation.conditional)},
+            **_errors(*_own_errors(operation.op), conditional=operation.conditional)},
     }
     if operation.source == "query":
         spec["parameters"] += [{"name": name, "in": "query", "required": needed,
@@ -139,6 +166,14 @@ def _operation(operation: Operation) -> dict[str, Any]:
     if operation.conditional:
         spec["parameters"] += _conditions()
     return spec
+
+
+def _own_errors(op: str) -> tuple[tuple[str, str], ...]:
+    """The error answers only ``op`` gives."""
+    if op == "mirror_push":
+        return (("502", "mirror_failed: a mirror is not up to date after the push (its "
+                 "state and last error in details)"),)
+    return ()
 
 
 def _header(name: str, description: str) -> dict[str, Any]:
@@ -257,8 +292,10 @@ def _file_operations() -> dict[str, dict[str, Any]]:
     def written(what: str) -> dict[str, Any]:
         return {"description": what, "content": JSON_RESULT, "headers": ETAG}
 
-    sed = {"type": "array", "minItems": 1, "maxItems": MAX_ARGS,
-           "items": {"type": "string", "maxLength": 65536}}
+    script = {"type": "string", "maxLength": 65536, "pattern": SED_PATTERN,
+              "description": "a GNU sed script (no control characters but tab and "
+                             "newline: write them as sed escapes)"}
+    sed = {"type": "array", "minItems": 1, "maxItems": MAX_ARGS, "items": script}
     return {
         "get": {"summary": "The file's bytes; records the version as seen (like a read)",
                 "operationId": "read", **ref("read"),
@@ -270,9 +307,10 @@ def _file_operations() -> dict[str, dict[str, Any]]:
                               "304": not_modified, **_errors()}},
         "head": {"summary": "The file's headers, as GET (a stat: records nothing)",
                  "operationId": "stat", **ref("stat"),
-                 "parameters": [*params, _header("If-None-Match", "as for GET")],
+                 "parameters": [*params, _query("at", "show", "rev"),
+                                _header("If-None-Match", "as for GET")],
                  "responses": {"200": {"description": "headers only", "headers": ETAG},
-                               "304": not_modified, **_errors()}},
+                               "304": not_modified, **_errors(head=True)}},
         "put": {"summary": "Replace or create the file (version-checked)",
                 "operationId": "write", **ref("write"),
                 "parameters": [*params, force, *_conditions()],
@@ -287,9 +325,7 @@ def _file_operations() -> dict[str, dict[str, Any]]:
                   "requestBody": {"required": True, "content": {"application/json": {
                       "schema": {"type": "object", "additionalProperties": False,
                                  "properties": {"append": {"type": "string"},
-                                                "sed": {"oneOf": [
-                                                    {"type": "string", "maxLength": 65536},
-                                                    sed]},
+                                                "sed": {"oneOf": [script, sed]},
                                                 "force": {"type": "boolean"}},
                                  "oneOf": [{"required": ["append"]},
                                            {"required": ["sed"]}]}}}},
