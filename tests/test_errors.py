@@ -43,7 +43,9 @@ from memfs.store.errors import (
     InvalidInput,
     LastWrite,
     NoSpace,
+    NotAFolder,
     NotFound,
+    PathTaken,
     PermissionDenied,
     TooLarge,
 )
@@ -143,6 +145,9 @@ RAISED: list[tuple[BaseException, str | None]] = [
     # "without it: `permission_denied` with `details` `{"agent_required": true}`"
     (AgentRequired(), "permission_denied"),
     (NotFound("no such file"), "not_found"),
+    # a component is a file: nothing is below it (a change that would make it: taken)
+    (NotAFolder("'a.md' is a file, not a folder"), "not_found"),
+    (PathTaken("notes/a.md/x cannot be made"), "conflict"),
     (NoSpace("the disk is full"), "no_space"),
     (Conflict("notes/a.md", "ab" * 32, "cd" * 32, LAST, "alice"), "conflict"),
     # a failed If-Match / If-None-Match: a conflict, which HTTP answers 412
