@@ -31,6 +31,7 @@ from __future__ import annotations
 import collections
 import functools
 import mimetypes
+import re
 from email.utils import formatdate
 from typing import Any
 from urllib.parse import quote
@@ -47,6 +48,8 @@ from control.http.problems import Problem, flag, guarded, json_object, query, re
 from control.http.recall import recall, wants_recall
 from control.ops.dispatcher import Dispatcher
 from control.socket.server import max_line_bytes
+from memfs.store.globs import MAX_GLOB_CHARS
+from memfs.store.paths import glob_pattern
 
 
 def agent_of(request: Request) -> str:
@@ -163,6 +166,8 @@ def routes(api: Api) -> list[Route]:
     async def files(request: Request) -> Response:
         store = request.path_params["store"]
         globs = query(request, {"glob": "glob"}, repeated=frozenset({"glob"})).get("glob")
+        for glob in globs or []:
+            _check_glob(glob)
         patterns = [f"{store}/{g.lstrip('/')}" for g in globs or ["**"]]
         return JSONResponse(await api.execute(request, "list", {"patterns": patterns}))
 
@@ -261,6 +266,26 @@ def routes(api: Api) -> list[Route]:
         Route(file_path, delete_file, methods=["DELETE"]),
         Route("/v1/search", search, methods=["GET"]),
     ]
+
+
+GLOB_CHARS = MAX_GLOB_CHARS - 65  # with "STORE/" before it, a glob the engine takes
+
+
+@functools.cache
+def _glob_regex() -> re.Pattern[str]:
+    return re.compile(glob_pattern())
+
+
+def _check_glob(glob: str) -> None:
+    """Refuse (``invalid``) a ``glob`` parameter the OpenAPI document does not allow:
+    longer than GLOB_CHARS, or not of `glob_pattern` (an empty, ``.`` or ``..`` name,
+    one over 63 characters, a bracket range)."""
+    if len(glob) > GLOB_CHARS:
+        raise p.ProtocolError("invalid", f"a glob is at most {GLOB_CHARS} characters")
+    if not _glob_regex().fullmatch(glob):
+        raise p.ProtocolError("invalid", f"bad glob {glob[:80]!r}: names of 1-63 printable "
+                              "characters, not '.' or '..', joined by '/' (with *, ? and "
+                              "[...] but no ranges)")
 
 
 def _media_type(path: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from control.http import preconditions
+from control.http.files import GLOB_CHARS
 from control.http.op_routes import Operation, operations
 from control.http.problems import STATUS
 from control.http.recall import openapi_parameters as recall_parameters
@@ -26,8 +27,12 @@ from control.ops import registry
 from control.ops.storage import SED_PATTERN
 from control.protocol.base import MAX_ARG_LEN, MAX_ARGS, StoreName
 from jail import rg_args, rg_json
-from memfs.store.globs import MAX_GLOB_CHARS
-from memfs.store.paths import REL_PATH_CHARS, printable_class, rel_path_pattern
+from memfs.store.paths import (
+    REL_PATH_CHARS,
+    glob_pattern,
+    printable_class,
+    rel_path_pattern,
+)
 
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
 MATCH = {"$ref": "#/components/schemas/Match"}
@@ -202,12 +207,12 @@ def _file_path_schema() -> dict[str, Any]:
 
 
 def _glob_schema() -> dict[str, Any]:
-    # a range inside a bracket expression may be reversed ([z-a]: refused), which no
-    # pattern can see: the schema takes no range at all (stricter than the server)
-    return {"type": "string", "maxLength": MAX_GLOB_CHARS - 65,
-            "pattern": rf"^(?!.*\[[!^]?\]?[^\]]*-)[{printable_class()}]*$",
-            "description": "relative to the store: *, ?, [...] (without ranges here) and "
-                           "** across folders"}
+    # what the files endpoint checks (control/http/files.py, `glob_pattern`): no range
+    # inside a bracket expression ([z-a] is refused, which no pattern can see)
+    return {"type": "string", "maxLength": GLOB_CHARS, "pattern": glob_pattern(),
+            "description": "relative to the store: names (1-63 characters, not '.' or "
+                           "'..') joined by '/', with *, ?, [...] (without ranges here) "
+                           "and ** across folders"}
 
 
 def _search_parameter() -> dict[str, Any]:

@@ -95,6 +95,19 @@ def rel_path_pattern() -> str:
 
 
 @functools.cache
+def glob_pattern() -> str:
+    """A JSON Schema pattern of the globs below a store the HTTP API takes (its
+    ``glob`` parameter, checked there with this very pattern): names as
+    `rel_path_pattern`'s (1-63 printable characters, not ``.`` or ``..``), which may
+    hold the wildcards ``*``, ``?`` and ``[...]``, joined by ``/``; no bracket range
+    (``[a-z]``: one reversed is refused, which no pattern can see)."""
+    any_char, no_dot = printable_class("/"), printable_class("/.")
+    name = (f"(?:[{no_dot}][{any_char}]{{0,62}}|\\.[{no_dot}][{any_char}]{{0,61}}"
+            f"|\\.\\.[{any_char}]{{1,61}})")
+    return rf"^(?!.*\[[!^]?\]?[^\]]*-){name}(?:/{name})*$"
+
+
+@functools.cache
 def printable_class(but: str = "") -> str:
     """The inside of a regex class of exactly the characters `str.isprintable` takes
     (what a name may hold) but those of ``but``, literally, for JSON Schema patterns

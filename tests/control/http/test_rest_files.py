@@ -380,3 +380,11 @@ def test_a_sed_script_with_control_characters_is_refused(alice: httpx.Client) ->
     tab = alice.patch(f"{F}/ctl.md", json={"sed": "s/a/\tb/"})  # tab and newline pass
     assert tab.status_code == 200, tab.text
     assert alice.get(f"{F}/ctl.md").content == b"\tb\n"
+
+
+def test_a_glob_is_what_the_openapi_document_says(alice: httpx.Client) -> None:
+    assert alice.get(F, params={"glob": "**/*.md"}).status_code == 200
+    for bad in ("0" * 64, "a//b", "../x", "./x", "[z-a]", "[a-c]*", "x" * 60 + "/" * 900):
+        problem(alice.get(F, params={"glob": bad}), 400, "invalid")
+    problem(alice.get(F, params={"glob": "0" * 63}), 404, "not_found")  # no such file
+    assert alice.get(F, params={"glob": "0*" * 31}).json() == {"paths": []}
