@@ -5,10 +5,11 @@ and negative data (``--mode all``): a request valid by the document must be acce
 one that is not must be refused, and every answer must be what the document says.
 Exit status 0 when it finds nothing.
 
-Run as root: `scripts/schemathesis [--max-examples N] [--max-time S] [--stateful-time S]
-[--seed N] [ST-RUN-ARGS...]`. Reproducible: seed 4242 (the default), strings of ASCII
+Run as root: `scripts/schemathesis [--max-examples N] [--max-time S] [--seed N]
+[ST-RUN-ARGS...]`. Reproducible: seed 4242 (the default), strings of ASCII
 (``--generation-codec ascii``), no example database. Bounded: N examples an operation
-(default 25) and a time budget for each of the two runs.
+(default 25) and S seconds in all (default 360), shared by three runs of st: the
+examples and coverage phases, fuzzing, stateful (each gets its share).
 
 The daemon serves a temporary root (the stores of tests/memory, notes mirrored to a
 bare repository) on 127.0.0.1 port 0; the token is alice's. Stored test data: a few
@@ -28,7 +29,7 @@ command line would override the settings per operation below):
   (or ``If-None-Match: *`` on a file that exists) must be 412 (RFC 9110 section
   13.1.1), so 412 is the correct answer to valid data. Each operation documents it.
 * the stateful phase chains calls by the document's links (a record's ``id`` in a 201
-  leads to its operations) and the ones it infers, within its own time budget.
+  leads to its operations) and the ones it infers.
 * ``use_after_free`` is off for PATCH of a file: an append to a missing file creates it
   (RFC 5789 lets a PATCH create its target), so a PATCH after a DELETE answering 201
   is right; every other operation keeps the check.
@@ -73,11 +74,14 @@ def seed(daemon: Daemon) -> dict[str, list[str]]:
         alice.write("notes/a.md", "notes/a.md: timeout retry, twice\n")  # HEAD~1 exists
         session = alice.call("session_start", store="team", goal="schemathesis")["id"]
         alice.call("task_add", store="team", task="drain-queue", title="Drain the queue")
+        alice.call("task_add", store="team", task="held-task", title="Held by alice")
+        alice.call("task_claim", store="team", task="held-task", ttl="24h")
         decision = alice.call("decision_record", store="team", title="Use sqlite",
                               decision="sqlite", reason="small")["id"]
     return {"stores": ["notes", "ops", "team"], "structured": ["team"],
             "files": sorted({p.split("/", 1)[1] for p in FILES}),
-            "sessions": [session], "tasks": ["drain-queue"], "decisions": [decision]}
+            "sessions": [session], "tasks": ["drain-queue", "held-task"],
+            "decisions": [decision]}
 
 
 STRUCTURED = re.compile(r"/(sessions|tasks|decisions|brief)")
@@ -89,7 +93,7 @@ def with_examples(document: dict[str, Any], names: dict[str, list[str]]) -> dict
     something that exists, and each body is one the operation accepts, so that no
     operation is reached only through 404s."""
     path_values = {"path": "a.md", "session": names["sessions"][0],
-                   "task": names["tasks"][0], "decision": names["decisions"][0]}
+                   "task": names["tasks"][-1], "decision": names["decisions"][0]}
     queries: dict[str, dict[str, Any]] = {
         "/v1/stores/{store}/files": {"glob": ["*.md"]},
         "/v1/search": {"search": {"pattern": "retry", "path": ["notes"]}},
@@ -176,11 +180,10 @@ checks.use_after_free.enabled = false
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-examples", type=int, default=25)
-    parser.add_argument("--max-time", type=int, default=240,
-                        help="seconds for the examples, coverage and fuzzing phases")
+    parser.add_argument("--max-time", type=int, default=360,
+                        help="seconds for the whole run: 40%% for the examples and "
+                             "coverage phases, 35%% fuzzing, 25%% stateful")
     parser.add_argument("--seed", type=int, default=4242)
-    parser.add_argument("--stateful-time", type=int, default=120,
-                        help="seconds for the stateful phase, after them (0: none)")
     args, extra = parser.parse_known_args()
     if os.geteuid() != 0:
         print("scripts/schemathesis: run as root", file=sys.stderr)
@@ -204,12 +207,11 @@ def main() -> int:
             document = with_examples(json.load(answer), names)
         document_file = Path(work) / "openapi.json"  # the daemon's, with examples
         document_file.write_text(json.dumps(document))
-        runs = [("examples,coverage,fuzzing", args.max_time),
-                ("stateful", args.stateful_time)]
+        # a run per part, each with its share of the time: every phase gets to run
+        runs = [("examples,coverage", args.max_time * 0.4),
+                ("fuzzing", args.max_time * 0.35), ("stateful", args.max_time * 0.25)]
         failed = 0
         for phases, seconds in runs:
-            if seconds <= 0:
-                continue
             command = [str(ST), "--no-color", "--config-file", str(config_file), "run",
                        str(document_file), "--url", daemon.http_url,
                        # every check (the default: naming them on the command line
@@ -218,7 +220,7 @@ def main() -> int:
                        "--seed", str(args.seed), "--generation-codec", "ascii",
                        "--generation-database", "none",
                        "--max-examples", str(args.max_examples),
-                       "--max-time", str(seconds), "--workers", "1",
+                       "--max-time", str(max(1, round(seconds))), "--workers", "1",
                        "--header", f"Authorization: Bearer {token}",
                        "--output-truncate", "true",
                        "--report-dir", str(Path(work) / "report"), *extra]
