@@ -363,6 +363,20 @@ def _links(created: Operation) -> dict[str, Any]:
     return links
 
 
+def _store_links(paths: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What GET /v1/stores leads to: every operation of one store (its path has no
+    other parameter, or only the file's), with the first store listed."""
+    links = {}
+    for path, methods in paths.items():
+        named = [part for part in path.split("/") if part.startswith("{")]
+        if not named or named[0] != "{store}" or set(named) - {"{store}", "{path}"}:
+            continue
+        for spec in methods.values():
+            links[spec["operationId"]] = {"operationId": spec["operationId"], "parameters": {
+                "store": "$response.body#/stores/0/name"}}
+    return links
+
+
 @functools.cache
 def document() -> dict[str, Any]:
     """The whole OpenAPI document (built once)."""
@@ -400,6 +414,7 @@ def document() -> dict[str, Any]:
         if links:
             spec["responses"][str(operation.status)]["links"] = links
         paths.setdefault(_openapi_path(operation.path), {})[operation.method.lower()] = spec
+    paths["/v1/stores"]["get"]["responses"]["200"]["links"] = _store_links(paths)
     match = TypeAdapter(rg_json.Match).json_schema(ref_template="#/components/schemas/{model}")
     schemas: dict[str, Any] = {"Problem": _PROBLEM_SCHEMA, "FilePath": _file_path_schema(),
                                "Glob": _glob_schema(), **match.pop("$defs", {}), "Match": match}
