@@ -319,7 +319,9 @@ def _file_operations() -> dict[str, dict[str, Any]]:
         "put": {"summary": "Replace or create the file (version-checked)",
                 "operationId": "write", **ref("write"),
                 "parameters": [*params, force, *_conditions()],
-                "requestBody": {"required": True, "content": raw_in},
+                # no body is no bytes: an empty file (as Content-Length: 0)
+                "requestBody": {"required": False, "content": raw_in,
+                                "description": "the file's bytes (none: an empty file)"},
                 "responses": {"200": written("replaced (or unchanged: it held this already)"),
                               "201": {**written("created"),
                                       "headers": {**ETAG, **location}},
