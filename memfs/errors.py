@@ -119,6 +119,9 @@ ERRORS: dict[str, ErrorKind] = {kind.code: kind for kind in (
               for_model="memfs internal error: {message}"),
     ErrorKind("unauthenticated", "http", status=401, title="Authentication required"),
     ErrorKind("method_not_allowed", "http", status=405, title="Method not allowed"),
+    # the request line and headers together are longer than [http] max_head_bytes
+    ErrorKind("head_too_large", "http", status=431,
+              title="Request header fields too large"),
     ErrorKind("connection", "client", exit_code=EXIT_ERROR,
               for_model="memfs is unreachable: {message}"),
 )}

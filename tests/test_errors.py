@@ -44,7 +44,9 @@ from memfs.store.errors import (
     InvalidInput,
     LastWrite,
     NoSpace,
+    NotAFolder,
     NotFound,
+    PathTaken,
     PermissionDenied,
     TooLarge,
 )
@@ -146,6 +148,9 @@ RAISED: list[tuple[BaseException, str | None]] = [
     # "without it: `permission_denied` with `details` `{"agent_required": true}`"
     (AgentRequired(), "permission_denied"),
     (NotFound("no such file"), "not_found"),
+    # a component is a file: nothing is below it (a change that would make it: taken)
+    (NotAFolder("'a.md' is a file, not a folder"), "not_found"),
+    (PathTaken("notes/a.md/x cannot be made"), "conflict"),
     (NoSpace("the disk is full"), "no_space"),
     (Conflict("notes/a.md", "ab" * 32, "cd" * 32, LAST, "alice"), "conflict"),
     # a failed If-Match / If-None-Match: a conflict, which HTTP answers 412
@@ -241,6 +246,26 @@ def test_a_failed_precondition_is_412() -> None:
 def test_openapi_names_every_code_http_answers() -> None:
     schema = document()["components"]["schemas"]["Problem"]
     assert set(schema["properties"]["code"]["enum"]) == set(HTTP_STATUS)
+
+
+def test_every_operation_documents_each_error_with_its_problem_types() -> None:
+    """431 (head_too_large) on every operation; each error status with the codes of
+    its rows; a HEAD's errors without a body; 502 where a mirror push may fail."""
+    for path, operations in document()["paths"].items():
+        for method, operation in operations.items():
+            errors = {status: answer for status, answer in operation["responses"].items()
+                      if int(status) >= 400}
+            assert {"400", "401", "404", "431", "500", "503"} <= set(errors), (path, method)
+            assert ("502" in errors) == (path == "/v1/mirrors/push")
+            for status, answer in errors.items():
+                if method == "head":
+                    assert "content" not in answer, (path, status)
+                    continue
+                schema = answer["content"]["application/problem+json"]["schema"]
+                codes = schema["allOf"][1]["properties"]["code"]["enum"]
+                expected = ["conflict"] if status == "412" else \
+                    [code for code, number in HTTP_STATUS.items() if number == int(status)]
+                assert sorted(codes) == sorted(expected), (path, method, status)
 
 
 @pytest.mark.parametrize("code", CLIENT_CODES)

@@ -13,7 +13,8 @@ Files, as ``/v1/stores/{store}/files/{path}``:
   socket read; a missing file records that too), ``ETag`` = the blake3 digest in
   quotes; an ``If-None-Match`` that names it (or ``*``) gives 304 (still a read).
   ``?at=REV``: the file as it was at REV (a ``show``: records nothing). ``HEAD``: a
-  ``stat`` (records nothing), with the headers of the GET (304 alike).
+  ``stat`` (records nothing), with the status and headers of the GET (304 alike; with
+  ``?at=REV`` the show's), no body.
 * ``PUT`` (raw body): replace or create, version-checked against the agent's record
   like every write; ``?force=true`` skips that check. 201 when created.
 * ``PATCH`` with JSON ``{"append": TEXT}`` or ``{"sed": [SCRIPT, ...]}`` (and
@@ -30,6 +31,7 @@ from __future__ import annotations
 import collections
 import functools
 import mimetypes
+import re
 from email.utils import formatdate
 from typing import Any
 from urllib.parse import quote
@@ -46,6 +48,8 @@ from control.http.problems import Problem, flag, guarded, json_object, query, re
 from control.http.recall import recall, wants_recall
 from control.ops.dispatcher import Dispatcher
 from control.socket.server import max_line_bytes
+from memfs.store.globs import MAX_GLOB_CHARS
+from memfs.store.paths import glob_pattern
 
 
 def agent_of(request: Request) -> str:
@@ -162,14 +166,16 @@ def routes(api: Api) -> list[Route]:
     async def files(request: Request) -> Response:
         store = request.path_params["store"]
         globs = query(request, {"glob": "glob"}, repeated=frozenset({"glob"})).get("glob")
+        for glob in globs or []:
+            _check_glob(glob)
         patterns = [f"{store}/{g.lstrip('/')}" for g in globs or ["**"]]
         return JSONResponse(await api.execute(request, "list", {"patterns": patterns}))
 
     @guarded
     async def read_file(request: Request) -> Response:
         path = _file_path(request)
-        if request.method == "HEAD":
-            query(request, {})
+        at = query(request, {"at": "rev"}).get("rev")
+        if request.method == "HEAD" and at is None:
             info = await api.execute(request, "stat", {"path": path})
             headers = _version_headers(info)
             if not_modified(request, info["digest"]):
@@ -177,8 +183,7 @@ def routes(api: Api) -> list[Route]:
             # the headers a GET would send, without the body
             return Response(headers={**headers, "Content-Length": str(info["size"])},
                             media_type=_media_type(path))
-        at = query(request, {"at": "rev"}).get("rev")
-        if at is not None:
+        if at is not None:  # (a HEAD too: the headers of this GET, no body)
             shown = await api.execute(request, "show", {"path": path, "rev": at,
                                                         "encoding": "bytes"})
             data = shown["content"]
@@ -261,6 +266,26 @@ def routes(api: Api) -> list[Route]:
         Route(file_path, delete_file, methods=["DELETE"]),
         Route("/v1/search", search, methods=["GET"]),
     ]
+
+
+GLOB_CHARS = MAX_GLOB_CHARS - 65  # with "STORE/" before it, a glob the engine takes
+
+
+@functools.cache
+def _glob_regex() -> re.Pattern[str]:
+    return re.compile(glob_pattern())
+
+
+def _check_glob(glob: str) -> None:
+    """Refuse (``invalid``) a ``glob`` parameter the OpenAPI document does not allow:
+    longer than GLOB_CHARS, or not of `glob_pattern` (an empty, ``.`` or ``..`` name,
+    one over 63 characters, a bracket range)."""
+    if len(glob) > GLOB_CHARS:
+        raise p.ProtocolError("invalid", f"a glob is at most {GLOB_CHARS} characters")
+    if not _glob_regex().fullmatch(glob):
+        raise p.ProtocolError("invalid", f"bad glob {glob[:80]!r}: names of 1-63 printable "
+                              "characters, not '.' or '..', joined by '/' (with *, ? and "
+                              "[...] but no ranges)")
 
 
 def _media_type(path: str) -> str:

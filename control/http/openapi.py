@@ -19,14 +19,20 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from control.http import preconditions
+from control.http.files import GLOB_CHARS
 from control.http.op_routes import Operation, operations
 from control.http.problems import STATUS
 from control.http.recall import openapi_parameters as recall_parameters
 from control.ops import registry
+from control.ops.storage import SED_PATTERN
 from control.protocol.base import MAX_ARG_LEN, MAX_ARGS, StoreName
 from jail import rg_args, rg_json
-from memfs.store.globs import MAX_GLOB_CHARS
-from memfs.store.paths import REL_PATH_CHARS, printable_class, rel_path_pattern
+from memfs.store.paths import (
+    REL_PATH_CHARS,
+    glob_pattern,
+    printable_class,
+    rel_path_pattern,
+)
 
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
 MATCH = {"$ref": "#/components/schemas/Match"}
@@ -44,7 +50,10 @@ _PROBLEM_SCHEMA = {
 }
 _ERRORS = {
     "400": "invalid", "401": "no valid bearer token", "403": "permission_denied",
-    "404": "not_found", "409": "conflict, lease_held or lease_lost", "413": "too_large",
+    "404": "not_found", "409": "conflict, lease_held, lease_lost or closed",
+    "413": "too_large",
+    "431": "head_too_large: the request line and headers are longer than the listener "
+           "takes (max_head_bytes)",
     "500": "internal: a failure of memfs itself (logged)", "503": "busy: retry shortly",
     "501": "unavailable: search and sed edits, where the kernel lacks what the jail needs",
     "507": "no_space: the memory's disk is full",
@@ -61,13 +70,32 @@ IF_NONE_MATCH = ("*: change the file only if it does not exist (create only), el
                  "or tags: only if it is at none of those versions (weak comparison)")
 
 
-def _errors(*extra: tuple[str, str], conditional: bool = False) -> dict[str, Any]:
+def _codes(status: str) -> list[str]:
+    """The codes (problem types) an answer of ``status`` carries: its rows of
+    memfs/errors.py; 412 is a conflict with the request's own If-Match or
+    If-None-Match."""
+    if status == "412":
+        return ["conflict"]
+    return [code for code, number in STATUS.items() if str(number) == status]
+
+
+def _errors(*extra: tuple[str, str], conditional: bool = False, head: bool = False
+            ) -> dict[str, Any]:
+    """The error answers of an operation: each status with the problem types it
+    carries (``head``: a HEAD's, which have no body)."""
     described = {**_ERRORS, **dict(extra)}
     if conditional:
         described["412"] = "If-Match or If-None-Match does not hold: nothing was changed"
-    return {status: {"description": text,
-                     "content": {"application/problem+json": {"schema": PROBLEM}}}
-            for status, text in sorted(described.items())}
+    answers: dict[str, Any] = {}
+    for status, text in sorted(described.items()):
+        codes = _codes(status)
+        answers[status] = {"description": text}
+        if not head:
+            answers[status]["content"] = {"application/problem+json": {"schema": {
+                "allOf": [PROBLEM, {"properties": {
+                    "status": {"const": int(status)}, "code": {"enum": codes},
+                    "type": {"enum": [f"urn:memfs:problem:{code}" for code in codes]}}}]}}}
+    return answers
 
 
 def _model_name(op: str) -> str:
@@ -112,6 +140,10 @@ def _operation(operation: Operation) -> dict[str, Any]:
         if field == "file":  # joined with the store into the model's path
             field = "path"
             prop: dict[str, Any] = {**FILE_PATH}
+            if field not in required:  # empty or left out: the whole store
+                prop = {"anyOf": [FILE_PATH, {"type": "string", "maxLength": 0}],
+                        "description": "a file or folder of the store (empty or left "
+                                       "out: the whole store)"}
         else:
             prop = _property(operation.op, field)
         inputs[name] = (prop, field in required)
@@ -124,7 +156,7 @@ def _operation(operation: Operation) -> dict[str, Any]:
         "responses": {str(operation.status): {
             "description": f"the result of the {operation.op} op",
             "content": JSON_RESULT},
-            **_errors(conditional=operation.conditional)},
+            **_errors(*_own_errors(operation.op), conditional=operation.conditional)},
     }
     if operation.source == "query":
         spec["parameters"] += [{"name": name, "in": "query", "required": needed,
@@ -140,6 +172,14 @@ def _operation(operation: Operation) -> dict[str, Any]:
     if operation.conditional:
         spec["parameters"] += _conditions()
     return spec
+
+
+def _own_errors(op: str) -> tuple[tuple[str, str], ...]:
+    """The error answers only ``op`` gives."""
+    if op == "mirror_push":
+        return (("502", "mirror_failed: a mirror is not up to date after the push (its "
+                 "state and last error in details)"),)
+    return ()
 
 
 def _header(name: str, description: str) -> dict[str, Any]:
@@ -168,12 +208,12 @@ def _file_path_schema() -> dict[str, Any]:
 
 
 def _glob_schema() -> dict[str, Any]:
-    # a range inside a bracket expression may be reversed ([z-a]: refused), which no
-    # pattern can see: the schema takes no range at all (stricter than the server)
-    return {"type": "string", "maxLength": MAX_GLOB_CHARS - 65,
-            "pattern": rf"^(?!.*\[[!^]?\]?[^\]]*-)[{printable_class()}]*$",
-            "description": "relative to the store: *, ?, [...] (without ranges here) and "
-                           "** across folders"}
+    # what the files endpoint checks (control/http/files.py, `glob_pattern`): no range
+    # inside a bracket expression ([z-a] is refused, which no pattern can see)
+    return {"type": "string", "maxLength": GLOB_CHARS, "pattern": glob_pattern(),
+            "description": "relative to the store: names (1-63 characters, not '.' or "
+                           "'..') joined by '/', with *, ?, [...] (without ranges here) "
+                           "and ** across folders"}
 
 
 def _search_parameter() -> dict[str, Any]:
@@ -258,8 +298,10 @@ def _file_operations() -> dict[str, dict[str, Any]]:
     def written(what: str) -> dict[str, Any]:
         return {"description": what, "content": JSON_RESULT, "headers": ETAG}
 
-    sed = {"type": "array", "minItems": 1, "maxItems": MAX_ARGS,
-           "items": {"type": "string", "maxLength": 65536}}
+    script = {"type": "string", "maxLength": 65536, "pattern": SED_PATTERN,
+              "description": "a GNU sed script (no control characters but tab and "
+                             "newline: write them as sed escapes)"}
+    sed = {"type": "array", "minItems": 1, "maxItems": MAX_ARGS, "items": script}
     return {
         "get": {"summary": "The file's bytes; records the version as seen (like a read)",
                 "operationId": "read", **ref("read"),
@@ -271,13 +313,16 @@ def _file_operations() -> dict[str, dict[str, Any]]:
                               "304": not_modified, **_errors()}},
         "head": {"summary": "The file's headers, as GET (a stat: records nothing)",
                  "operationId": "stat", **ref("stat"),
-                 "parameters": [*params, _header("If-None-Match", "as for GET")],
+                 "parameters": [*params, _query("at", "show", "rev"),
+                                _header("If-None-Match", "as for GET")],
                  "responses": {"200": {"description": "headers only", "headers": ETAG},
-                               "304": not_modified, **_errors()}},
+                               "304": not_modified, **_errors(head=True)}},
         "put": {"summary": "Replace or create the file (version-checked)",
                 "operationId": "write", **ref("write"),
                 "parameters": [*params, force, *_conditions()],
-                "requestBody": {"required": True, "content": raw_in},
+                # no body is no bytes: an empty file (as Content-Length: 0)
+                "requestBody": {"required": False, "content": raw_in,
+                                "description": "the file's bytes (none: an empty file)"},
                 "responses": {"200": written("replaced (or unchanged: it held this already)"),
                               "201": {**written("created"),
                                       "headers": {**ETAG, **location}},
@@ -288,9 +333,7 @@ def _file_operations() -> dict[str, dict[str, Any]]:
                   "requestBody": {"required": True, "content": {"application/json": {
                       "schema": {"type": "object", "additionalProperties": False,
                                  "properties": {"append": {"type": "string"},
-                                                "sed": {"oneOf": [
-                                                    {"type": "string", "maxLength": 65536},
-                                                    sed]},
+                                                "sed": {"oneOf": [script, sed]},
                                                 "force": {"type": "boolean"}},
                                  "oneOf": [{"required": ["append"]},
                                            {"required": ["sed"]}]}}}},
@@ -320,6 +363,20 @@ def _links(created: Operation) -> dict[str, Any]:
         links[other.op] = {"operationId": other.op, "parameters": {
             name: "$response.body#/id" if name == named else f"$request.path.{name}"
             for name in other.params()}}
+    return links
+
+
+def _store_links(paths: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What GET /v1/stores leads to: every operation of one store (its path has no
+    other parameter, or only the file's), with the first store listed."""
+    links = {}
+    for path, methods in paths.items():
+        named = [part for part in path.split("/") if part.startswith("{")]
+        if not named or named[0] != "{store}" or set(named) - {"{store}", "{path}"}:
+            continue
+        for spec in methods.values():
+            links[spec["operationId"]] = {"operationId": spec["operationId"], "parameters": {
+                "store": "$response.body#/stores/0/name"}}
     return links
 
 
@@ -360,6 +417,7 @@ def document() -> dict[str, Any]:
         if links:
             spec["responses"][str(operation.status)]["links"] = links
         paths.setdefault(_openapi_path(operation.path), {})[operation.method.lower()] = spec
+    paths["/v1/stores"]["get"]["responses"]["200"]["links"] = _store_links(paths)
     match = TypeAdapter(rg_json.Match).json_schema(ref_template="#/components/schemas/{model}")
     schemas: dict[str, Any] = {"Problem": _PROBLEM_SCHEMA, "FilePath": _file_path_schema(),
                                "Glob": _glob_schema(), **match.pop("$defs", {}), "Match": match}

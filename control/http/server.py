@@ -423,7 +423,7 @@ class HttpServer:
             except h1.ProtocolError as error:
                 status = error.status
                 await _send_quietly(stream, self.limits.body_seconds, raw_problem(
-                    status, "too_large" if status == 431 else "invalid", str(error)))
+                    status, "head_too_large" if status == 431 else "invalid", str(error)))
                 return None
             if isinstance(event, h1.Request):
                 return event

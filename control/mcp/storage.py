@@ -491,6 +491,9 @@ def conflict_outcome(error: ConflictError, path: str | None, verb: str) -> ToolO
     refetch = "storage_download it again" if verb == "upload" else "read it again (storage_read)"
     redo = ("redo your local work on the new version, then upload again"
             if verb == "upload" else "redo your change on the current content, then retry")
+    if "current_digest" not in details:  # not a version: the name is taken (PathTaken)
+        text = ERRORS["conflict"].model_text(f"your {verb} was NOT applied: {error}.")
+        return ToolOutcome(text.split(" Use force=true")[0], True, {"conflict": {}})
     if details.get("seen_absent"):
         what = f"{name} was created{by} after you found it absent"
         next_step = f"First {refetch} so that you see its content, then {redo}."

@@ -7,14 +7,14 @@ a recall is not a read: it records nothing."""
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from control.ops.registry import Call, Rest, Tool, operation
-from control.protocol.base import BaseRequest, StoreName
+from control.protocol.base import BaseRequest, StoreName, matching
 from memfs.memory.records import escaped, literal
-from memfs.recall.text import MAX_QUERY_CHARS
+from memfs.recall.text import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from memfs.store.errors import NotFound
 
 MAX_LIMIT = 100
@@ -23,7 +23,10 @@ MAX_PAGE = 100
 
 class RecallRequest(BaseRequest):
     op: Literal["recall"]
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description=(
+    query: Annotated[str, *matching(
+        rf"^\W*(?:\w+(?:\W+|$)){{0,{MAX_QUERY_WORDS}}}$", "query",
+        f"at most {MAX_QUERY_WORDS} words")] = Field(
+        min_length=1, max_length=MAX_QUERY_CHARS, description=(
         "What you are looking for, in your own words, e.g. \"retry queue stuck\" or "
         "\"did we decide where to rate-limit API keys?\"."))
     store: StoreName | None = Field(default=None, description=(
@@ -69,8 +72,11 @@ def recall_text(result: dict[str, Any]) -> str:
     asked = literal(result["query"])
     lines: list[str] = []
     if not hits:
-        lines.append(f"No file matches {asked}." if result["page"] == 1 else
-                     f"No more files match {asked}.")
+        if not result["terms"]:
+            lines.append(f"No file matches {asked}: it has no word to look for.")
+        else:
+            lines.append(f"No file matches {asked}." if result["page"] == 1 else
+                         f"No more files match {asked}.")
     else:
         first = (result["page"] - 1) * result["limit"] + 1
         lines.append(f"Files matching {asked}, best first (ranked keyword recall; not a "

@@ -23,6 +23,7 @@ from control.protocol.base import (
     Arg,
     BaseRequest,
     Encoding,
+    matching,
     wire_encoding,
 )
 from control.protocol.wire import ProtocolError
@@ -66,12 +67,21 @@ class StatRequest(BaseRequest):
     path: Arg
 
 
+# A GNU sed script: no control character but tab and newline (sed has no command of
+# one; a script meaning one writes its escape, \t or \x01). The OpenAPI document's
+# PATCH takes the same (control/http/openapi.py).
+SED_PATTERN = r"^[^\x00-\x08\x0b-\x1f\x7f]*$"
+SedScript = Annotated[str, Field(max_length=65536), *matching(
+    SED_PATTERN, "sed script", "no control characters but tab and newline (write them as "
+    "sed escapes: \\x01)")]
+
+
 class WriteRequest(BaseRequest):
     op: Literal["write"]
     path: Arg
     content: str | bytes | None = None  # bytes: in process only (JSON has none)
     content_b64: str | None = None
-    sed: list[Annotated[str, Field(max_length=65536)]] | None = Field(
+    sed: list[SedScript] | None = Field(
         default=None, min_length=1, max_length=MAX_ARGS
     )
     append: bool = False

@@ -419,6 +419,8 @@ class Recall:
         except ValueError as error:
             raise BadQuery(str(error)) from None
         stores = self._stores_of(agent, store)
+        if not terms:  # a query of punctuation: no file matches it
+            return Found([], [], None, [])
         self._wait_fresh()
         wanted = page * limit
         window = min(MAX_WINDOW, wanted * 2 + 20)

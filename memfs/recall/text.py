@@ -97,14 +97,13 @@ def _json_title(rel: str, text: str) -> str:
 
 def query_terms(query: str) -> list[str]:
     """The distinct index terms a query asks for, in order: its words less the
-    stopwords (all of them when only stopwords are given). Raises ValueError when
-    the query has no word, or too many characters or words."""
+    stopwords (all of them when only stopwords are given); none when it has no word
+    (only punctuation: nothing matches it). Raises ValueError when the query has too
+    many characters or words."""
     if len(query) > MAX_QUERY_CHARS:
         raise ValueError(f"the query is {len(query)} characters long; at most "
                          f"{MAX_QUERY_CHARS}")
     words = [word.lower() for word in re.findall(r"\w+", query)]
-    if not words:
-        raise ValueError("the query has no word to look for")
     if len(words) > MAX_QUERY_WORDS:
         raise ValueError(f"the query has {len(words)} words; at most {MAX_QUERY_WORDS}")
     kept = [word for word in words if word not in STOPWORDS] or words
@@ -113,8 +112,6 @@ def query_terms(query: str) -> list[str]:
         for term in stems(word):
             if term not in terms:
                 terms.append(term)
-    if not terms:
-        raise ValueError("the query has no word to look for")
     return terms
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
-from memfs.store.errors import InvalidInput
+from memfs.store.errors import InvalidInput, NotAFolder
 from memfs.store.paths import nameable
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -140,15 +140,26 @@ def open_for_append(parent_fd: int, name: str) -> int | None:
     return _kept(fd, name)
 
 
+def _is_symlink(parent_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def open_dir(parent_fd: int, name: str) -> int:
     """Open directory ``name`` under ``parent_fd`` without following symlinks.
 
-    Raises FileNotFoundError if it does not exist, InvalidInput if it is not a
-    directory (a symlink, a file, anything else) or one the daemon may not open.
+    Raises FileNotFoundError if it does not exist, NotAFolder (an InvalidInput and a
+    NotFound) if it is a file or anything else but a directory or a symlink,
+    InvalidInput if it is a symlink or a directory the daemon may not open.
     """
     try:
         return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     except OSError as error:
+        if error.errno == errno.ENOTDIR and not _is_symlink(parent_fd, name):
+            raise NotAFolder(f"{name!r} is a file, not a folder: nothing is below it"
+                             ) from None
         if error.errno in (errno.ENOTDIR, errno.ELOOP):
             raise InvalidInput(f"{name!r} is not a directory") from None
         if error.errno == errno.EACCES:
@@ -282,7 +293,10 @@ class _Openat2:
         if code == errno.ELOOP:
             raise InvalidInput(f"{'/'.join(parts)!r} crosses a symlink; memfs never follows "
                                "symlinks")
-        if code in (errno.ENOTDIR, errno.EXDEV):
+        if code == errno.ENOTDIR:
+            raise NotAFolder(f"{'/'.join(parts)!r} does not exist: a component is a file, "
+                             "not a folder")
+        if code == errno.EXDEV:
             raise InvalidInput(f"{'/'.join(parts)!r}: a component is not a directory")
         if code in (errno.ENXIO, errno.EISDIR):
             raise InvalidInput(f"{'/'.join(parts)!r} is not a regular file")

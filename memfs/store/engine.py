@@ -41,7 +41,9 @@ from memfs.store.errors import (
     ABSENT,
     AgentRequired,
     InvalidInput,
+    NotAFolder,
     NotFound,
+    PathTaken,
     PermissionDenied,
     TooLarge,
     refused_when_full,
@@ -608,6 +610,10 @@ class Engine:
                                            create=create)
         except FileNotFoundError:
             raise self._not_found(path) from None
+        except NotAFolder as error:
+            if not create:
+                raise  # nothing there: not found
+            raise PathTaken(f"{path} cannot be made: {error}") from None
 
     def _made_parent(self, agent: str, path: MemPath,
                      precondition: Precondition | None) -> int:

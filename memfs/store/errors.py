@@ -65,6 +65,19 @@ class NotFound(MemfsError):
         self.near = list(near)
 
 
+class NotAFolder(NotFound, InvalidInput):
+    """A component of the path is a file (or anything else but a folder): nothing is
+    below it, so the path does not exist (not_found, also for what catches
+    InvalidInput); a change that would make it is refused with `PathTaken`."""
+
+
+class PathTaken(MemfsError):
+    """A change would make a file below a component that is a file, not a folder: the
+    name is taken (nothing was changed)."""
+
+    code = "conflict"
+
+
 class NoSpace(MemfsError):
     """The memory's file system is full (ENOSPC or EDQUOT) and the change was refused
     before anything of it landed: nothing was changed."""

@@ -32,6 +32,10 @@ GIT = "git"
 _SETTINGS = ("core.hooksPath=/dev/null", "gc.auto=0", "maintenance.auto=false",
              "fetch.writeCommitGraph=false", "transfer.fsckObjects=true")
 MAX_OUTPUT = 64 * 1024  # what is kept of a run's stdout or stderr
+# the lines git adds to every failure of a kind, which hide its cause
+_ADVICE = ("fatal: Could not read from remote repository", "Please make sure you have",
+           "and the repository exists", "To add an exception for this directory",
+           "git config --global --add safe.directory")
 
 
 @dataclass(frozen=True)
@@ -50,9 +54,14 @@ class GitRun:
         return self.returncode == 0
 
     def said(self) -> str:
-        """git's error message in one line: its last non-empty lines of stderr."""
-        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
-        text = "; ".join(lines[-3:]) if lines else f"git exited with {self.returncode}"
+        """git's error message in one line: what it said first (the cause: "unable
+        to connect to ...", "... does not appear to be a git repository"), without
+        the advice it adds to every failure, and its last line (a time limit)."""
+        lines = [line.strip() for line in self.stderr.splitlines()
+                 if line.strip() and not line.strip().startswith(_ADVICE)]
+        if len(lines) > 3:
+            lines = [*lines[:2], lines[-1]]
+        text = "; ".join(lines) if lines else f"git exited with {self.returncode}"
         return text[:500]
 
 

@@ -14,13 +14,18 @@ from the repository's files: a mirror never slows or refuses a write, whatever i
 What becomes of a push, for each mirror (`Record.state`):
 
 * ``ok``: the remote's ``main`` is ours (``pending`` while newer commits wait);
-* ``down``: the push failed (unreachable, timed out, authentication): tried again
-  after RETRY_FIRST seconds, doubling up to RETRY_MAX;
+* ``down``: the push failed (unreachable, timed out): tried again after RETRY_FIRST
+  seconds, doubling up to RETRY_MAX;
 * ``diverged``: the remote refused a push that is not a fast-forward (someone pushed
   another history to it, or rewrote it): reported and never overwritten; tried again
   only when ``main`` moves or on `Mirrors.push` (``memfs mirror push``);
 * ``refused``: the remote refused the update for another reason (a hook, a protected
-  branch): the same.
+  branch): the same. Or the daemon's user may not use the remote (git's "detected
+  dubious ownership", "permission denied", a read-only file system, "not a git
+  repository": `access_refusal`): that lasts until someone changes the remote, so it
+  is tried again after ACCESS_RETRY_FIRST seconds, doubling up to ACCESS_RETRY_MAX
+  (whether main moves or not), and its error says what git said first and whose
+  access is missing.
 
 Each store's records are kept in ``ROOT/state/mirrors/STORE.json`` (so status is right
 after a restart), and a push holds the flock of ``STORE.lock`` beside it, so that
@@ -32,6 +37,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import pwd
 import random
 import threading
 import time
@@ -46,7 +53,7 @@ from memfs.config import Config
 from memfs.errors import MemfsError
 from memfs.store import statefile
 from memfs.store.errors import NotFound
-from memfs.store.gitcli import GitRunner
+from memfs.store.gitcli import GitRun, GitRunner
 from memfs.store.paths import MemPath
 
 log = logging.getLogger("memfs.mirror")
@@ -58,6 +65,8 @@ POLL_SECONDS = 5.0  # how often a pusher looks at main without being woken
 BATCH_SECONDS = 1.0  # how long a woken pusher lets commits gather before it pushes
 RETRY_FIRST = 2.0  # seconds before a mirror that is down is tried again ...
 RETRY_MAX = 300.0  # ... doubling up to this
+ACCESS_RETRY_FIRST = 300.0  # seconds before a mirror refused for access is tried again
+ACCESS_RETRY_MAX = 3600.0  # ... doubling up to this
 STOP_SECONDS = 5.0  # how long a stopping daemon waits for a pusher to end
 
 OK, PENDING, DOWN, DIVERGED, REFUSED = "ok", "pending", "down", "diverged", "refused"
@@ -99,8 +108,9 @@ class Record:
     last_success: float | None = None  # epoch seconds of the last push that made it ok
     last_attempt: float | None = None
     last_error: str | None = None
-    failures: int = 0  # failed pushes in a row (down)
-    retry_at: float | None = None  # epoch seconds: a mirror that is down waits till then
+    failures: int = 0  # failed pushes in a row (down, or refused for access)
+    retry_at: float | None = None  # epoch seconds: a mirror waits till then (down, or
+    # refused for access)
     rejected_head: str | None = None  # our main when the remote refused it
 
     @classmethod
@@ -234,7 +244,7 @@ class StoreMirror:
             return False
         if record.state in (DIVERGED, REFUSED) and record.rejected_head == head:
             return False  # until main moves, or someone asks
-        return not (record.state == DOWN and record.retry_at is not None
+        return not (record.state in (DOWN, REFUSED) and record.retry_at is not None
                     and time.time() < record.retry_at)
 
     def _push(self, url: str, record: Record, head: str) -> bool:
@@ -254,6 +264,19 @@ class StoreMirror:
             record.last_error = record.retry_at = record.rejected_head = None
             record.failures = 0
             self._count(url, "ok")
+            return True
+        refusal = access_refusal(url, run)
+        if refusal is not None:
+            # the remote refuses the daemon's user until someone changes it: later and
+            # later, never at every commit
+            record.failures = record.failures + 1 if record.state == REFUSED else 1
+            wait = min(ACCESS_RETRY_MAX, ACCESS_RETRY_FIRST * 2 ** (record.failures - 1))
+            record.retry_at = now + wait * random.uniform(0.9, 1.1)
+            record.state, record.last_error, record.rejected_head = REFUSED, refusal, None
+            log.warning("store %s: mirror %s refused: %s; pushing again in %.0f s (or "
+                        "with `memfs mirror push`)", self.store, shown(url),
+                        record.last_error, record.retry_at - now)
+            self._count(url, REFUSED)
             return True
         rejected = _rejected(run.stdout)
         if rejected is not None:
@@ -277,7 +300,7 @@ class StoreMirror:
                         record.state, record.last_error)
             self._count(url, record.state)
             return True
-        record.failures += 1
+        record.failures = record.failures + 1 if record.state == DOWN else 1
         wait = min(RETRY_MAX, RETRY_FIRST * 2 ** (record.failures - 1))
         record.retry_at = now + wait * random.uniform(0.9, 1.1)
         record.state, record.last_error = DOWN, run.said()
@@ -363,7 +386,7 @@ class StoreMirror:
                 self.store, shown(url), state, self._pushing == url,
                 self._commits_behind(head, record.remote_head), head, record.remote_head,
                 record.last_success, record.last_attempt, record.last_error,
-                record.retry_at if record.state == DOWN else None))
+                record.retry_at if record.state in (DOWN, REFUSED) else None))
         return found
 
     def _commits_behind(self, head: str | None, remote: str | None) -> int:
@@ -391,6 +414,71 @@ def _count_behind(repository: Path, head: str, remote: str | None) -> int:
         with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
             walker.hide(pygit2.Oid(hex=remote))  # unknown here: every commit counts
     return sum(1 for _ in walker)
+
+
+# What git says when the remote refuses the daemon's user, lowercased: (words, what is
+# missing). A refusal lasts until someone changes the remote, unlike an outage.
+_ACCESS = (
+    ("detected dubious ownership", "the repository is not owned by the daemon's user "
+     "{user} (uid {uid}): git refuses it unless it is theirs or in their "
+     "safe.directory"),
+    ("read-only file system", "the daemon's user {user} (uid {uid}) may not write "
+     "there: the file system is read-only"),
+    ("unable to create temporary object directory", "the daemon's user {user} (uid "
+     "{uid}) may not write to the repository (its permissions, or a read-only file "
+     "system)"),
+    ("insufficient permission", "the daemon's user {user} (uid {uid}) may not write to "
+     "the repository's files"),
+    ("permission denied", "the daemon's user {user} (uid {uid}) has no access to it"),
+    ("not a git repository", "it is no repository the daemon's user {user} (uid {uid}) "
+     "may push to"),
+)
+
+
+def access_refusal(url: str, run: GitRun) -> str | None:
+    """Why the remote refused the daemon's user, when a failed push says so: what git
+    said first (its first error line), then whose access is missing (the daemon's user
+    and uid). None for any other failure (the remote unreachable, a hook). A local
+    path git cannot find is looked at too: one the daemon's user may not reach is a
+    refusal; one that does not exist is not (a disk not mounted yet)."""
+    lines = [line.strip() for line in run.stderr.splitlines() if line.strip()]
+    said = run.stderr.lower()
+    for words, missing in _ACCESS:
+        if words in said:
+            first = next((line for line in lines if words in line.lower()), lines[0])
+            return _naming(first, missing)
+    path = _local_path(url)
+    if path is not None and "does not appear to be a git repository" in said:
+        try:
+            os.stat(path)
+        except PermissionError:
+            return _naming(f"{lines[0]} (permission denied)",
+                           "the daemon's user {user} (uid {uid}) may not reach it")
+        except OSError:
+            return None
+        return _naming(lines[0], _ACCESS[-1][1])
+    return None
+
+
+def _naming(said: str, missing: str) -> str:
+    """``said``, then ``missing`` naming the daemon's user and uid."""
+    uid = os.geteuid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = "?"
+    for prefix in ("fatal: ", "error: "):
+        said = said.removeprefix(prefix)
+    return f"{said[:300]}: {missing.format(user=user, uid=uid)}"
+
+
+def _local_path(url: str) -> str | None:
+    """The directory a file:// URL or a plain path names; None for a network URL."""
+    if url.startswith("file://"):
+        return urllib.parse.unquote(url.removeprefix("file://"))
+    if url.startswith("/"):
+        return url
+    return None
 
 
 def _rejected(porcelain: str) -> tuple[bool, str] | None:

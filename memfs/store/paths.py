@@ -84,14 +84,29 @@ def rel_path_pattern() -> str:
     from `str.isprintable` itself), none empty, ``.`` or ``..``, joined by ``/``. It
     counts characters where parse_path counts UTF-8 bytes: at most 63 a name (255
     bytes); with a maxLength of REL_PATH_CHARS (MAX_PATH_BYTES with the store), every
-    path it takes fits, if at most MAX_DEPTH - 1 names deep (which it does not say)."""
+    path it takes fits. At most MAX_DEPTH - 1 names deep (a lookahead counting the
+    '/': a bound around a bounded name would be unrolled past regex engines' size
+    limits)."""
     any_char, no_dot = printable_class("/"), printable_class("/.")
     # a name: 1-63 characters, not "." or ".." (said without lookaheads, which test
     # generators cannot follow, and with no bound around a bounded name, which regex
     # engines unroll past their size limits: the depth is the description's)
     name = (f"(?:[{no_dot}][{any_char}]{{0,62}}|\\.[{no_dot}][{any_char}]{{0,61}}"
             f"|\\.\\.[{any_char}]{{1,61}})")
-    return rf"^{name}(?:/{name})*$"
+    return rf"^(?!(?:[^/]*/){{{MAX_DEPTH - 1}}}){name}(?:/{name})*$"
+
+
+@functools.cache
+def glob_pattern() -> str:
+    """A JSON Schema pattern of the globs below a store the HTTP API takes (its
+    ``glob`` parameter, checked there with this very pattern): names as
+    `rel_path_pattern`'s (1-63 printable characters, not ``.`` or ``..``), which may
+    hold the wildcards ``*``, ``?`` and ``[...]``, joined by ``/``; no bracket range
+    (``[a-z]``: one reversed is refused, which no pattern can see)."""
+    any_char, no_dot = printable_class("/"), printable_class("/.")
+    name = (f"(?:[{no_dot}][{any_char}]{{0,62}}|\\.[{no_dot}][{any_char}]{{0,61}}"
+            f"|\\.\\.[{any_char}]{{1,61}})")
+    return rf"^(?!.*\[[!^]?\]?[^\]]*-){name}(?:/{name})*$"
 
 
 @functools.cache

@@ -20,10 +20,15 @@ def test_stopwords_go_unless_nothing_else_is_left() -> None:
     assert query_terms("what is it") == ["what", "is", "it"]
 
 
-@pytest.mark.parametrize("query", ["", " ?! ", "x" * 1001, " ".join(["w"] * 33)])
+@pytest.mark.parametrize("query", ["x" * 1001, " ".join(["w"] * 33)])
 def test_bad_queries(query: str) -> None:
     with pytest.raises(ValueError):
         query_terms(query)
+
+
+@pytest.mark.parametrize("query", ["", " ?! ", "[", "-- ..."])
+def test_a_query_without_a_word_asks_for_nothing(query: str) -> None:
+    assert query_terms(query) == []
 
 
 def test_fields() -> None:

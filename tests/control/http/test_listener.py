@@ -199,8 +199,9 @@ def test_continue_pipelining_chunked_bodies_and_oversized_heads(
     with connect(daemon) as sock:  # a head over http_max_head_bytes (16 KiB)
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: memfs\r\nX-Big: " + b"x" * 20000
                      + b"\r\n\r\n")
-        status, headers, _ = read_response(sock)
+        status, headers, body = read_response(sock)
         assert (status, headers["connection"]) == (431, "close")
+        assert json.loads(body)["code"] == "head_too_large"
         assert closed_by_peer(sock)
 
 

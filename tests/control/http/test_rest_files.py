@@ -337,3 +337,54 @@ def test_the_daemon_survives_hostile_requests(alice: httpx.Client, daemon: Daemo
     assert alice.get("/healthz").status_code == 200
     assert daemon.alive()
     assert os.path.exists(daemon.socket)
+
+
+def test_a_path_below_a_file_is_not_found_and_cannot_be_made(alice: httpx.Client,
+                                                              daemon: Daemon) -> None:
+    alice.put(f"{F}/under.md", content=b"x\n")
+    for response in (alice.get(f"{F}/under.md/x"), alice.delete(f"{F}/under.md/x"),
+                     alice.get(f"{F}", params={"glob": "under.md/x"}),
+                     alice.get("/v1/stores/notes/diff", params={"path": "under.md/x"}),
+                     alice.get("/v1/stores/notes/history", params={"path": "under.md/x"})):
+        assert "is a file, not a folder" in problem(response, 404, "not_found")["detail"]
+    assert alice.head(f"{F}/under.md/x").status_code == 404
+    for response in (alice.put(f"{F}/under.md/x", content=b"y"),
+                     alice.patch(f"{F}/under.md/x", json={"append": "y"})):
+        assert "is a file, not a folder" in problem(response, 409, "conflict")["detail"]
+    assert backing(daemon, "notes/under.md").read_bytes() == b"x\n"
+
+
+def test_head_answers_the_status_and_headers_of_get(alice: httpx.Client) -> None:
+    alice.put(f"{F}/head.md", content=b"one\n")
+    alice.get(f"{F}/head.md")
+    alice.put(f"{F}/head.md", content=b"two\n")
+    skipped = {"date", "x-memfs-changed-since-last-read"}  # GET records the read; HEAD not
+    for params, headers in (({}, {}), ({"at": "HEAD~1"}, {}), ({"at": "0000000"}, {}),
+                            ({}, {"If-None-Match": "*"}), ({"at": "x y"}, {}),
+                            ({"nope": "1"}, {})):
+        for path in (f"{F}/head.md", f"{F}/missing.md", f"{F}/head.md/x"):
+            got = alice.get(path, params=params, headers=headers)
+            head = alice.head(path, params=params, headers=headers)
+            assert head.status_code == got.status_code, (path, params, headers)
+            assert head.content == b""
+            assert {k: v for k, v in head.headers.items() if k not in skipped} \
+                == {k: v for k, v in got.headers.items() if k not in skipped}, (path, params)
+
+
+def test_a_sed_script_with_control_characters_is_refused(alice: httpx.Client) -> None:
+    alice.put(f"{F}/ctl.md", content=b"a\n")
+    alice.get(f"{F}/ctl.md")
+    refused = problem(alice.patch(f"{F}/ctl.md", json={"sed": "\u001f\u001ee"}), 400,
+                      "invalid")
+    assert "control characters" in refused["detail"]
+    tab = alice.patch(f"{F}/ctl.md", json={"sed": "s/a/\tb/"})  # tab and newline pass
+    assert tab.status_code == 200, tab.text
+    assert alice.get(f"{F}/ctl.md").content == b"\tb\n"
+
+
+def test_a_glob_is_what_the_openapi_document_says(alice: httpx.Client) -> None:
+    assert alice.get(F, params={"glob": "**/*.md"}).status_code == 200
+    for bad in ("0" * 64, "a//b", "../x", "./x", "[z-a]", "[a-c]*", "x" * 60 + "/" * 900):
+        problem(alice.get(F, params={"glob": bad}), 400, "invalid")
+    problem(alice.get(F, params={"glob": "0" * 63}), 404, "not_found")  # no such file
+    assert alice.get(F, params={"glob": "0*" * 31}).json() == {"paths": []}

@@ -117,6 +117,11 @@ def test_conflict_wording() -> None:
     deleted = t.conflict_outcome(conflict(current_digest=None, last_writer=None), None,
                                  "write").text
     assert "was deleted" in deleted
+    taken = t.conflict_outcome(ConflictError("notes/a.md/x cannot be made: 'a.md' is a "
+                                             "file, not a folder"), None, "write")
+    assert taken.is_error and taken.text == (
+        "CONFLICT: your write was NOT applied: notes/a.md/x cannot be made: 'a.md' is a "
+        "file, not a folder.")
 
 
 class FakeClient:

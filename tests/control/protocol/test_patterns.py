@@ -71,9 +71,10 @@ def test_every_time_the_pattern_takes_exists() -> None:
 
 @pytest.mark.parametrize(("rel", "taken"), [
     *[(rel, True) for rel in ("a", "a/b", "日本語.md", "a b%c.md", "...", ".a", "😀", "a\\b",
-                              "]", "^", "-", "x" * 63, "/".join("a" * 62))],
+                              "]", "^", "-", "x" * 63, "/".join("a" * 62), "/".join("a" * 63))],
     *[(rel, False) for rel in (".", "..", "a/..", "../a", "a/./b", "a//b", "/a", "a\u2028",
-                               "\x7f", "a\ud800", "x\U000e0001", "\ue000", "\U000de8ab")]])
+                               "\x7f", "a\ud800", "x\U000e0001", "\ue000", "\U000de8ab",
+                               "/".join("a" * 64))]])
 def test_the_path_pattern_and_parse_path_agree(rel: str, taken: bool) -> None:
     assert bool(re.fullmatch(rel_path_pattern(), rel)) is taken
     assert accepted(parse_path, f"{'s' * 64}/{rel}") is taken  # the longest store name too

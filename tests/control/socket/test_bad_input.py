@@ -59,7 +59,7 @@ def assert_unchanged(daemon: Daemon) -> None:
         (b'{"op": "write", "path": "notes/a\\nb", "content": "x"}\n', "invalid", "control"),
         (b'{"op": "write", "path": "notes/a\\udcffb", "content": "x"}\n', "invalid", ""),
         (b'{"op": "write", "path": "notes/keep.md/x", "content": "x", "force": true}\n',
-         "invalid", "not a directory"),
+         "conflict", "is a file, not a folder"),
         (b'{"op": "write", "path": "notes/' + b"d/" * 80 + b'x", "content": "x"}\n',
          "invalid", "deeper"),
         (b'{"op": "write", "path": "notes/big", "content_b64": "!!!"}\n', "invalid", "base64"),

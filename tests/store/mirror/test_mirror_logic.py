@@ -11,16 +11,19 @@ import pygit2
 import pytest
 
 from memfs.config import parse_config
-from memfs.store.gitcli import GitRunner
+from memfs.store.gitcli import GitRun, GitRunner
 from memfs.store.mirror import (
+    ACCESS_RETRY_FIRST,
     DIVERGED,
     DOWN,
     OK,
+    REFUSED,
     RETRY_FIRST,
     MirrorFailed,
     Mirrors,
     StoreMirror,
     _rejected,
+    access_refusal,
     shown,
 )
 
@@ -121,3 +124,66 @@ def test_a_push_asked_for_raises_mirror_failed_and_one_up_to_date_does_not(
         mirrors.push(["notes"])
     assert failed.value.mirrors[0].state == DOWN
     assert "store notes: mirror" in str(failed.value)
+
+
+_ADVICE = ("fatal: Could not read from remote repository.\n\nPlease make sure you have the "
+           "correct access rights\nand the repository exists.\n")
+
+
+@pytest.mark.parametrize(("stderr", "first", "missing"), [
+    ("fatal: detected dubious ownership in repository at '/r.git'\nTo add an exception "
+     "for this directory, call:\n\n\tgit config --global --add safe.directory /r.git\n"
+     + _ADVICE, "detected dubious ownership in repository at '/r.git'", "is not owned by"),
+    ("error: remote unpack failed: unable to create temporary object directory\n"
+     "error: failed to push some refs to '/r.git'\n",
+     "remote unpack failed: unable to create temporary object directory", "may not write"),
+    ("git@example.org: Permission denied (publickey).\n" + _ADVICE,
+     "git@example.org: Permission denied (publickey).", "has no access"),
+    ("fatal: not a git repository: '/r.git'\n", "not a git repository: '/r.git'",
+     "no repository"),
+    ("error: unable to create '/r.git/refs/x': Read-only file system\n",
+     "unable to create '/r.git/refs/x': Read-only file system", "read-only"),
+])
+def test_a_refusal_of_access_says_what_git_said_first_and_whose_access(
+        stderr: str, first: str, missing: str) -> None:
+    said = access_refusal("ssh://example.org/r.git", GitRun(128, "", stderr))
+    assert said is not None and said.startswith(first + ": "), said
+    assert missing in said and "the daemon's user" in said and "(uid 0)" in said
+
+
+@pytest.mark.parametrize("stderr", [
+    "fatal: unable to connect to 127.0.0.1:\n127.0.0.1[0: 127.0.0.1]: errno=Connection "
+    "refused\n",
+    "ssh: Could not resolve hostname example.org: Name or service not known\n" + _ADVICE,
+    "fatal: '/nowhere/r.git' does not appear to be a git repository\n" + _ADVICE,
+    "\ntimed out after 600 s",
+])
+def test_an_outage_is_no_refusal(stderr: str) -> None:
+    assert access_refusal("/nowhere/r.git", GitRun(128, "", stderr)) is None
+    assert "Please make sure" not in GitRun(128, "", stderr).said()
+
+
+def test_a_local_path_that_is_no_repository_is_refused(tmp_path: Path) -> None:
+    said = f"fatal: '{tmp_path}' does not appear to be a git repository\n" + _ADVICE
+    refusal = access_refusal(f"file://{tmp_path}", GitRun(128, "", said))
+    assert refusal is not None and refusal.startswith(f"'{tmp_path}' does not appear")
+
+
+def test_a_refused_mirror_is_tried_again_after_minutes_not_at_each_commit(
+        tmp_path: Path) -> None:
+    (tmp_path / "plain").mkdir()  # a directory, no repository
+    mirror, repo = store_mirror(tmp_path, f"file://{tmp_path / 'plain'}")
+    commit(repo, "a.md")
+    mirror.push(explicit=False)
+    status = mirror.status()[0]
+    assert status.state == REFUSED and status.retry_at is not None
+    assert status.last_attempt is not None and status.last_error is not None
+    assert status.retry_at - status.last_attempt >= ACCESS_RETRY_FIRST * 0.9
+    commit(repo, "b.md")  # main moved: still not due
+    mirror.push(explicit=False)
+    assert mirror.status()[0].last_attempt == status.last_attempt
+    mirror.push(explicit=True)  # asked for: tried, later still
+    again = mirror.status()[0]
+    assert again.state == REFUSED and again.last_attempt != status.last_attempt
+    assert again.retry_at is not None and again.last_attempt is not None
+    assert again.retry_at - again.last_attempt >= 2 * ACCESS_RETRY_FIRST * 0.9

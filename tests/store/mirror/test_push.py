@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ from tests.support import (
     connect_as,
     daemon_ids,
     memfs_as,
+    named,
 )
 
 
@@ -263,3 +266,63 @@ def test_stopping_ends_a_push_under_way(base: Path) -> None:
     assert "is down" not in daemon.log()
     with Daemon(config) as daemon:  # the next start pushes it
         wait_for(lambda: converged(daemon.socket, "notes"), "the mirror to catch up")
+
+
+def _refused(socket_path: Path) -> dict[str, Any] | None:
+    found = mirror_status(socket_path, "notes")[0]
+    return found if found["state"] == "refused" else None
+
+
+def _daemon_user() -> str:
+    import pwd
+    uid = daemon_ids()[0]
+    return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+
+
+def _refused_for_access_then_fixed(base: Path, remote: Path, said: str, fix: Any) -> None:
+    """A push to ``remote`` is refused for the daemon user's access: the state is
+    refused (not down), the error says ``said`` first and names the daemon's user, the
+    next try is minutes away and commits meanwhile do not bring it closer; once
+    ``fix()`` ran, a push asked for brings the mirror up to date."""
+    config = mirrored(base, f"file://{remote}")
+    with Daemon(config) as daemon:
+        write_many(daemon, 1, "x")
+        found = wait_for(lambda: _refused(daemon.socket), "the push to be refused")
+        assert found["last_error"].startswith(said), found["last_error"]
+        assert f"the daemon's user {_daemon_user()}" in found["last_error"]
+        assert found["retry_at"] - found["last_attempt"] >= 0.9 * 300  # not hammered
+        write_many(daemon, 3, "meanwhile")  # each commit wakes the pusher: no retry
+        wait_for(lambda: mirror_status(daemon.socket, "notes")[0]["commits_behind"] >= 4,
+                 "the commits to be counted")
+        time.sleep(2)  # a pusher woken would have pushed after a second
+        assert mirror_status(daemon.socket, "notes")[0]["last_attempt"] \
+            == found["last_attempt"]
+        assert "refused" in daemon.log() and "is down" not in daemon.log()
+        done = memfs_as(UID_A, daemon.socket, "mirror", "push", "notes")  # asked for
+        assert done.returncode == 7 and said.encode() in done.stderr, done.stderr
+        fix()
+        done = memfs_as(UID_A, daemon.socket, "--json", "mirror", "push", "notes")
+        assert done.returncode == 0, done.stderr
+        assert main_of(remote) == local_main(daemon)
+    fsck(remote)
+
+
+def test_a_remote_owned_by_another_user_is_refused_and_says_whose_access(
+        base: Path) -> None:
+    remote = bare_repository(base / "remotes" / "notes.git")
+    other = named(UID_B)  # a real user of this machine, not the daemon's
+    _chown_tree(remote, other, other)
+    _refused_for_access_then_fixed(base, remote, "detected dubious ownership",
+                                   lambda: _chown_tree(remote, *daemon_ids()))
+
+
+def test_a_read_only_remote_is_refused_and_says_whose_access(base: Path) -> None:
+    remote = bare_repository(base / "remotes" / "notes.git")
+    subprocess.run(["chmod", "-R", "a-w", str(remote)], check=True)
+    _refused_for_access_then_fixed(
+        base, remote, "remote unpack failed: unable to create temporary object directory",
+        lambda: subprocess.run(["chmod", "-R", "u+w", str(remote)], check=True))
+
+
+def _chown_tree(path: Path, uid: int, gid: int) -> None:
+    subprocess.run(["chown", "-R", f"{uid}:{gid}", str(path)], check=True)
