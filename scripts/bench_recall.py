@@ -6,8 +6,9 @@
   the daemon's start-up catch-up (its time is reported): recall's p50 after warm-up
   (goal <= 50 ms) next to `memfs grep -l -i` of the same words, and the index's bytes
   over the store's (goal <= 0.5);
-* quality on tests/recall/evalset: MRR and recall@1/3/5 of memfs and of counting the
-  query's words in each file (tests/recall/evaluate.py).
+* quality: MRR and recall@1/3/5 of the word-count baseline, memfs's lexical ranker and
+  its hybrid, side by side on the old set (tests/recall/evalset) and on both halves of
+  the blind one (tests/recall/evalset_blind: tuning, held-out; tests/recall/evaluate.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchlib import in_turn, timings
 
 from memfs.recall.text import query_terms
-from tests.recall.evaluate import evaluate, notes, questions, table
+from tests.recall.evaluate import SETS, evaluate, notes, questions, table
 from tests.support import (
     UID_A,
     Daemon,
@@ -161,9 +162,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notes", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--quality-only", action="store_true",
+                        help="only the rankers' scores on the evaluation sets")
     args = parser.parse_args()
-    print(f"quality: {len(questions())} questions over {len(notes())} notes")
+    print(f"quality over {len(notes())} notes: " + ", ".join(
+        f"{name} {len(questions(path))} questions" for name, path in SETS.items()))
     print(table(evaluate()))
+    if args.quality_only:
+        return
     replace_on_and_off(args.rounds)
     big_store(args.notes, max(1, args.rounds // 40))
 

@@ -121,6 +121,7 @@ class Recall:
         self._closed = False
         self._thread: threading.Thread | None = None
         self.observe: Callable[[str, float], None] | None = None  # (what, seconds)
+        self.model: object | None = None  # the embedding model (None: lexical only)
 
     # -- life --------------------------------------------------------------------------
 
@@ -408,7 +409,7 @@ class Recall:
     # -- queries ---------------------------------------------------------------------------
 
     def search(self, agent: str, query: str, *, store: str | None = None, limit: int = 10,
-               page: int = 1) -> Found:
+               page: int = 1, hybrid: bool = True) -> Found:
         """The ``limit`` files of page ``page`` that best match ``query``, from the
         stores ``agent`` may read (or ``store``), best first. Waits until every change
         acknowledged before the call is indexed. Records nothing: not a read.
@@ -418,6 +419,7 @@ class Recall:
             terms = text.query_terms(query)
         except ValueError as error:
             raise BadQuery(str(error)) from None
+        del hybrid  # (lexical only, for now)
         stores = self._stores_of(agent, store)
         self._wait_fresh()
         wanted = page * limit
