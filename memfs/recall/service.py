@@ -573,7 +573,9 @@ class Recall:
             data, info = self.engine.unrecorded.peek(agent, path, PEEK_BYTES)
         except (NotFound, InvalidInput, PermissionDenied, OSError):
             return None  # gone or changed into something memfs does not show
-        lines = text.best_lines(data.decode("utf-8", "replace"), terms)
+        decoded = data.decode("utf-8", "replace")
+        # a file found by its meaning alone holds no word asked: its first line instead
+        lines = text.best_lines(decoded, terms) or text.first_lines(decoded, 1)
         return Hit(str(path), round(score, 4), lines, info.last_writer, info.last_written_at,
                    superseded)
 

@@ -142,6 +142,18 @@ def best_lines(text: str, terms: list[str], count: int = 3) -> list[tuple[int, s
     return sorted((number, line) for _, number, line in scored[:count])
 
 
+def first_lines(text: str, count: int) -> list[tuple[int, str]]:
+    """The first ``count`` lines of ``text`` that hold a letter or digit, as
+    (1-based line number, line), front matter's fence and keys included."""
+    found = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if len(found) == count:
+            break
+        if any(char.isalnum() for char in line):
+            found.append((number, line.removesuffix("\r")))
+    return found
+
+
 def _folded(text: str) -> str:
     """``text`` without its accents (é -> e), as the analyzer folds them."""
     return "".join(c for c in unicodedata.normalize("NFKD", text)
