@@ -145,7 +145,7 @@ def best_lines(text: str, terms: list[str], count: int = 3) -> list[tuple[int, s
 def first_lines(text: str, count: int) -> list[tuple[int, str]]:
     """The first ``count`` lines of ``text`` that hold a letter or digit, as
     (1-based line number, line), front matter's fence and keys included."""
-    found = []
+    found: list[tuple[int, str]] = []
     for number, line in enumerate(text.split("\n"), start=1):
         if len(found) == count:
             break
