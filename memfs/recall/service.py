@@ -350,14 +350,27 @@ class Recall:
             fields = text.fields_of(path.rel, data)
             vectors = b""
             if self.model is not None and index.vectors is not None:
-                vectors = embed.quantize(self.model.embed(
-                    embed.chunks(path.rel, fields.title, fields.body)))
+                vectors = self._embedded(path, fields)
             index.put(path, size, mtime_ns, fields, vectors)
             return True
         except BaseException as error:
             if not failed(error):
                 raise
             raise IndexFailed(f"{index.directory}: {error!r}") from None
+
+    def _embedded(self, path: MemPath, fields: text.Fields) -> bytes:
+        """The file's chunk vectors, quantized; a zero vector (never near any query:
+        the file is found by its words only) when the model fails on it, which is
+        logged, and is no reason to rebuild the index."""
+        assert self.model is not None
+        try:
+            return embed.quantize(self.model.embed(
+                embed.chunks(path.rel, fields.title, fields.body)))
+        except Exception as error:
+            import numpy
+
+            log.warning("recall: cannot embed %s (%r): found by its words only", path, error)
+            return embed.quantize(numpy.zeros((1, self.model.dimensions), numpy.float32))
 
     def _commit(self, index: RecallIndex) -> None:
         """Raises IndexFailed."""
