@@ -1,8 +1,10 @@
 """Packaging: a wheel builds from a fresh copy of the checkout (what git tracks, no
 .venv, no build leftovers), carries every package and both scripts, declares the
 runtime dependencies (ripgrep, starlette, httptools, prometheus-client, jinja2,
-markdown-it-py, tantivy) outside the test extras, carries the web view's templates and static
-files, and the installed `memfs` runs from it, finding its own build-sed-jail."""
+markdown-it-py, tantivy, and recall's embedding model and runtime) outside the test
+extras, carries the web view's templates and static files and recall's tokenizer, and
+the installed `memfs` runs from it, finding its own build-sed-jail and loading the
+embedding model."""
 
 from __future__ import annotations
 
