@@ -153,13 +153,10 @@ class Recall:
     # -- life --------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Open the index (a missing or broken one is made anew), queue a catch-up of
-        each store, listen to the engine's commits and start the indexer."""
-        self.load_model()
-        try:
-            self._open()
-        except IndexFailed as error:  # the indexer tries again
-            log.error("recall: cannot make the index: %s", error)
+        """Queue a catch-up of each store, listen to the engine's commits and start the
+        indexer, which loads the model and opens the index (a missing or broken one is
+        made anew) first: the daemon serves meanwhile (queries before say every store
+        is being caught up)."""
         for store in sorted(self.engine.config.stores):
             self._catch_ups[store] = _CatchUp(store)
         self.engine.commit_listeners.append(self.changed)
@@ -266,6 +263,11 @@ class Recall:
     # -- the indexer thread ----------------------------------------------------------------
 
     def _run(self) -> None:
+        self.load_model()  # (about 0.5 s: not in the daemon's start)
+        try:
+            self._open()
+        except IndexFailed as error:  # the first step tries again
+            log.error("recall: cannot make the index: %s", error)
         job: Generator[None, None, None] | None = None
         while True:
             with self._cond:

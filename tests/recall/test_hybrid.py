@@ -34,6 +34,7 @@ def write_notes(config: dict[str, Any]) -> None:
     with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
         for path, text in {NOTE: TEXT, **OTHERS}.items():
             alice.write(path, text)
+        caught_up(daemon, QUESTION)  # indexed (and embedded) before the daemon stops
 
 
 def test_a_paraphrase_is_found_by_hybrid_and_not_by_lexical(config: dict[str, Any]) -> None:
