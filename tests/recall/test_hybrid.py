@@ -30,6 +30,11 @@ OTHERS = {
 }
 
 
+@pytest.fixture
+def config(config: dict[str, Any]) -> dict[str, Any]:
+    return {**config, "recall": {"model": "packaged"}}  # (the default; tests' is none)
+
+
 def write_notes(config: dict[str, Any]) -> None:
     with Daemon(config) as daemon, connect_as(UID_A, daemon.socket) as alice:
         for path, text in {NOTE: TEXT, **OTHERS}.items():
