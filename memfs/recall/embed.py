@@ -39,6 +39,7 @@ TOKENIZER = Path(__file__).parent / "data" / "tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 256  # the model's max_seq_length
 CHUNK_CHARS = 600
+PACKED_CHARS = 900  # (about 225 tokens: within MAX_TOKENS with the path and title)
 MAX_CHUNKS = 16  # of a file, this many chunks are embedded (the first ~10 KB)
 BATCH = 8  # chunks run through the model at once
 
@@ -144,9 +145,10 @@ _PARAGRAPH = re.compile(r"\n\s*\n")
 
 
 def chunks(path: str, title: str, body: str) -> list[str]:
-    """The pieces of a file that are embedded: paragraphs packed into pieces of about
-    CHUNK_CHARS (a longer paragraph is cut), each prefixed with the file's path and
-    title; at most MAX_CHUNKS; one (the path and title) for an empty file."""
+    """The pieces of a file that are embedded: paragraphs (a longer one cut at
+    CHUNK_CHARS) packed into pieces of at most PACKED_CHARS, each prefixed with the
+    file's path and title; at most MAX_CHUNKS; one (the path and title) for an empty
+    file. (A heading is packed with what follows it: each chunk costs 388 bytes.)"""
     head = f"{path.replace('/', ' / ').replace('-', ' ')}: {title}".strip()
     pieces: list[str] = []
     current = ""
@@ -154,7 +156,7 @@ def chunks(path: str, title: str, body: str) -> list[str]:
         paragraph = paragraph.strip()
         while paragraph:
             part, paragraph = paragraph[:CHUNK_CHARS], paragraph[CHUNK_CHARS:]
-            if current and len(current) + len(part) > CHUNK_CHARS:
+            if current and len(current) + len(part) > PACKED_CHARS:
                 pieces.append(current)
                 current = ""
             current = f"{current}\n{part}" if current else part
