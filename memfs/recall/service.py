@@ -320,6 +320,8 @@ class Recall:
                 index = self._index or self._open()
                 touched = False
                 for path in batch:
+                    if self._closed:  # stopping: the next start catches these up
+                        break
                     if nameable(path.rel) and self._index_file(index, path):
                         touched = True
                 if touched:
@@ -450,6 +452,8 @@ class Recall:
         fd = self.engine.store_fd(store)
         job.files = 0
         for entry in backing.walk_files(fd):
+            if self._closed:  # stopping (embedding is slow): the next start walks again
+                return
             if not nameable(entry.rel):
                 continue
             job.files += 1
