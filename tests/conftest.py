@@ -7,7 +7,11 @@ from typing import Any
 
 import pytest
 
+import tests.support
 from tests.support import CREATED_DIRS, SLOWDOWN, Daemon, public_tmpdir, standard_config
+
+# Daemons whose config names no recall model are lexical (see tests.support).
+tests.support.DEFAULT_RECALL = {"model": "none"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -222,6 +222,13 @@ def standard_config(base: Path, **overrides: Any) -> dict[str, Any]:
     return config
 
 
+# A config's ``recall`` when it names none (None: the product's default, hybrid).
+# tests/conftest.py sets lexical: the embedding model costs each change ~25 ms of CPU
+# in the background; the tests about recall ask for the model by name. Benchmarks
+# keep the default.
+DEFAULT_RECALL: dict[str, Any] | None = None
+
+
 class Daemon:
     """A real ``memfs serve`` in a subprocess."""
 
@@ -241,6 +248,8 @@ class Daemon:
         ``env``: added to the daemon's environment. ``user``: start it as this user
         (with its group and no other) instead of root: no privileged phase at all."""
         self.config = dict(config)
+        if DEFAULT_RECALL is not None:
+            self.config.setdefault("recall", DEFAULT_RECALL)
         self.nofile = nofile
         self.wrapper = list(wrapper)
         self.socket = Path(self.config["socket"])

@@ -31,6 +31,15 @@ def test_good_config_and_defaults() -> None:
     assert config.agent_for_uid(9) is None
     assert config.access("oncall", "payments") == "read"
     assert config.access("reviewer", "payments") is None
+    assert config.recall.enabled and config.recall.model == "packaged"
+
+
+def test_recall_is_a_switch_or_a_table() -> None:
+    assert not parse_config(with_(recall=False)).recall.enabled
+    assert parse_config(with_(recall=True)).recall.model == "packaged"
+    assert parse_config(with_(recall={"model": "none"})).recall.model == "none"
+    chosen = parse_config(with_(recall={"model": "/opt/models/minilm.onnx"})).recall
+    assert chosen.enabled and chosen.model == "/opt/models/minilm.onnx"
 
 
 @pytest.mark.parametrize(
@@ -50,6 +59,10 @@ def test_good_config_and_defaults() -> None:
          "agents.a.stores.payments"),
         (with_(agents={"a": {"uid": 5, "color": "red"}}), "agents.a.color: unknown key"),
         (with_(max_file_size=0), "max_file_size"),
+        (with_(recall={"model": "models/minilm.onnx"}), 'want "packaged", "none" or an '
+         "absolute path"),
+        (with_(recall={"modle": "none"}), "recall.modle: unknown key"),
+        (with_(recall="yes"), "recall"),
         (with_(delegates="root"), "delegates"),
         (with_(mount="/var/lib/memfs/mnt"), "mount: must not be inside root"),
         (with_(jail={"uid": 65534}), "jail.uid is no longer used: jailed tools run in a user "

@@ -1,4 +1,5 @@
-"""The recall ops: ``recall`` (ranked keyword search over the agent's stores: memfs
+"""The recall ops: ``recall`` (ranked search over the agent's stores, by words and by
+meaning: memfs
 recall, ``GET /v1/search?q=`` in control/http/recall.py, the MCP tool
 ``memory_recall``) and ``reindex`` (rebuild stores' indexes from their files), each
 declared with its request model and handler (control/ops/registry.py). Like a search,
@@ -47,10 +48,12 @@ class ReindexRequest(BaseRequest):
 
 RECALL_DESCRIPTION = """\
 Ranked recall over shared memory: "did we solve this before?". Give a question or a few
-words as you would say them; files come back best first (BM25 over every store you may
-read: words are matched in any order and in other forms, "rate-limited" finds "rate
-limiting"), each with its best matching lines, who wrote it last and when. A decision
-that was superseded ranks below the one that replaced it.
+words as you would say them; files come back best first (over every store you may read:
+words are matched in any order and in other forms, "rate-limited" finds "rate limiting",
+and, where the daemon has its embedding model, files are also found by meaning, "login
+codes not arriving by text" finds a note about undelivered SMS one-time passwords), each
+with its best matching lines, who wrote it last and when. A decision that was superseded
+ranks below the one that replaced it.
 
 Use memory_recall when you do not know the exact words, file or error message: incidents,
 runbooks, decisions, handoffs about a topic. Use storage_search (ripgrep) when you know an
@@ -79,7 +82,7 @@ def recall_text(result: dict[str, Any]) -> str:
                          f"No more files match {asked}.")
     else:
         first = (result["page"] - 1) * result["limit"] + 1
-        lines.append(f"Files matching {asked}, best first (ranked keyword recall; not a "
+        lines.append(f"Files matching {asked}, best first (ranked recall; not a "
                      "read: storage_read a file before you change it):")
         for number, hit in enumerate(hits, start=first):
             writer = literal(hit["last_writer"]) if hit["last_writer"] else "unknown"
@@ -97,7 +100,7 @@ def recall_text(result: dict[str, Any]) -> str:
 
 
 @operation(RecallRequest, summary="Ranked recall: the files that best match a query "
-           "(BM25; not a read)",
+           "(by words and meaning; not a read)",
            tool=Tool("memory_recall", RECALL_DESCRIPTION, render=recall_text))
 def recall(call: Call, request: RecallRequest) -> dict[str, Any]:
     found = call.recall().search(call.agent, request.query, store=request.store,

@@ -276,7 +276,7 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     engine = Engine(config)
     stack.callback(engine.close)
     recall = None
-    if config.recall:
+    if config.recall.enabled:
         recall = Recall(engine)  # its slot of ROOT/state/recall; started once recovered
         stack.callback(recall.close)
     mounted: Mount | None = None

@@ -19,6 +19,18 @@ changes, and queries answered meanwhile say which stores are still being caught 
 Because every step reads the file as it is when the step runs, steps in any order
 leave the index equal to the files.
 
+**Hybrid.** With an embedding model (config ``[recall] model``, embed.py), each file's
+chunks are embedded when it is indexed, and their vectors kept in the index beside its
+words (so they are rebuilt, caught up and fresh by the same rules, and a store's are
+seen only by agents that may read it); a query is embedded in process and the files
+nearest it fused with the lexical ranking by reciprocal rank (`fuse`). Without a model
+(none configured, or the one configured cannot be used: said once at start) recall is
+lexical.
+
+**Lexical.** BM25 over the fields (index.BOOSTS), with the proximity of the query's
+words, then pseudo-relevance feedback: the PRF_TERMS most telling words of the
+PRF_FILES best files are added to the query at PRF_WEIGHT and it is asked again.
+
 **Never stops the daemon.** A failure of the index (it cannot be opened, or fails in
 use) is logged and the index made anew and caught up with every store; queries
 meanwhile find what is indexed so far.
@@ -39,9 +51,9 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memfs.recall import text
+from memfs.recall import embed, text
 from memfs.recall.errors import BadQuery, RecallError
-from memfs.recall.index import IndexFailed, RecallIndex, failed
+from memfs.recall.index import IndexFailed, Match, RecallIndex, failed
 from memfs.store import backing
 from memfs.store.engine import Engine
 from memfs.store.errors import InvalidInput, NotFound, PermissionDenied
@@ -58,6 +70,19 @@ FRESH_WAIT = 30.0  # seconds a query waits for the changes before it (else busy)
 FULL_RETRY_SECONDS = 5.0  # a full disk: how often the index tries again
 LOW_ROOM = 64 << 20  # bytes left under which a failed index write is taken for no room
 MAX_WINDOW = 2000  # matches taken from the index for one page
+# pseudo-relevance feedback (tuned on the tuning half of tests/recall/evalset_blind)
+PRF_FILES = 3
+PRF_TERMS = 12
+PRF_WEIGHT = 0.3
+# reciprocal rank fusion: a file's score is the sum over the rankings that hold it of
+# weight / (RRF_K + rank); the nearest files by vectors taken: DENSE_WINDOW
+RRF_K = 10
+LEXICAL_WEIGHT = 1.0
+DENSE_WEIGHT = 2.0
+DENSE_WINDOW = 100
+# a file whose best chunk's cosine with the query is below this is not near it (this
+# model gives unrelated English texts about 0.0-0.2)
+DENSE_FLOOR = 0.3
 
 
 class Busy(RecallError):
@@ -121,16 +146,17 @@ class Recall:
         self._closed = False
         self._thread: threading.Thread | None = None
         self.observe: Callable[[str, float], None] | None = None  # (what, seconds)
+        self.model: embed.Embedder | None = None  # None: lexical only
+        self._model_setting = engine.config.recall.model
+        self._model_loaded = False
 
     # -- life --------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Open the index (a missing or broken one is made anew), queue a catch-up of
-        each store, listen to the engine's commits and start the indexer."""
-        try:
-            self._open()
-        except IndexFailed as error:  # the indexer tries again
-            log.error("recall: cannot make the index: %s", error)
+        """Queue a catch-up of each store, listen to the engine's commits and start the
+        indexer, which loads the model and opens the index (a missing or broken one is
+        made anew) first: the daemon serves meanwhile (queries before say every store
+        is being caught up)."""
         for store in sorted(self.engine.config.stores):
             self._catch_ups[store] = _CatchUp(store)
         self.engine.commit_listeners.append(self.changed)
@@ -149,6 +175,25 @@ class Recall:
             self._index.close()
         os.close(self._slot_lock)
 
+    def load_model(self) -> embed.Embedder | None:
+        """The configured embedding model, loaded once its checksum matched (None:
+        lexical only); says which at the first call."""
+        if self._model_loaded:
+            return self.model
+        self._model_loaded = True
+        try:
+            chosen = embed.model_file(self._model_setting)
+            self.model = None if chosen is None else embed.Embedder(chosen)
+        except embed.ModelUnusable as error:
+            log.error("recall: lexical only: the embedding model cannot be used (%s)", error)
+            return None
+        if self.model is None:
+            log.info("recall: lexical only (config: [recall] model = \"none\")")
+        else:
+            log.info("recall: hybrid, with the embedding model %s (sha256 %s...)",
+                     chosen.path if chosen else "", self.model.model_id)
+        return self.model
+
     @property
     def directory(self) -> Path:
         """This daemon's index."""
@@ -158,15 +203,17 @@ class Recall:
         """The index, opened; one that cannot be opened is removed and made anew
         (empty: the stores' catch-ups fill it). Raises IndexFailed when even that
         fails."""
+        model = self.model
+        shape = ("none", 0) if model is None else (model.model_id, model.dimensions)
         try:
-            index = RecallIndex(self.directory)
+            index = RecallIndex(self.directory, *shape)
         except IndexFailed as error:
             if error.disk_full:  # (a broken one is made anew, whatever the room)
                 raise
             log.warning("recall: the index is unusable (%s): rebuilding it from the files",
                         error)
             shutil.rmtree(self.directory, ignore_errors=True)
-            index = RecallIndex(self.directory)
+            index = RecallIndex(self.directory, *shape)
         self._index = index
         return index
 
@@ -216,6 +263,11 @@ class Recall:
     # -- the indexer thread ----------------------------------------------------------------
 
     def _run(self) -> None:
+        self.load_model()  # (about 0.5 s: not in the daemon's start)
+        try:
+            self._open()
+        except IndexFailed as error:  # the first step tries again
+            log.error("recall: cannot make the index: %s", error)
         job: Generator[None, None, None] | None = None
         while True:
             with self._cond:
@@ -268,6 +320,8 @@ class Recall:
                 index = self._index or self._open()
                 touched = False
                 for path in batch:
+                    if self._closed:  # stopping: the next start catches these up
+                        break
                     if nameable(path.rel) and self._index_file(index, path):
                         touched = True
                 if touched:
@@ -297,12 +351,30 @@ class Recall:
             size, mtime_ns, data = current
             if known == (size, mtime_ns):
                 return False
-            index.put(path, size, mtime_ns, text.fields_of(path.rel, data))
+            fields = text.fields_of(path.rel, data)
+            vectors = b""
+            if self.model is not None and index.vectors is not None:
+                vectors = self._embedded(path, fields)
+            index.put(path, size, mtime_ns, fields, vectors)
             return True
         except BaseException as error:
             if not failed(error):
                 raise
             raise IndexFailed(f"{index.directory}: {error!r}") from None
+
+    def _embedded(self, path: MemPath, fields: text.Fields) -> bytes:
+        """The file's chunk vectors, quantized; a zero vector (never near any query:
+        the file is found by its words only) when the model fails on it, which is
+        logged, and is no reason to rebuild the index."""
+        assert self.model is not None
+        try:
+            return embed.quantize(self.model.embed(
+                embed.chunks(path.rel, fields.title, fields.body)))
+        except Exception as error:
+            import numpy
+
+            log.warning("recall: cannot embed %s (%r): found by its words only", path, error)
+            return embed.quantize(numpy.zeros((1, self.model.dimensions), numpy.float32))
 
     def _commit(self, index: RecallIndex) -> None:
         """Raises IndexFailed."""
@@ -380,6 +452,8 @@ class Recall:
         fd = self.engine.store_fd(store)
         job.files = 0
         for entry in backing.walk_files(fd):
+            if self._closed:  # stopping (embedding is slow): the next start walks again
+                return
             if not nameable(entry.rel):
                 continue
             job.files += 1
@@ -408,10 +482,11 @@ class Recall:
     # -- queries ---------------------------------------------------------------------------
 
     def search(self, agent: str, query: str, *, store: str | None = None, limit: int = 10,
-               page: int = 1) -> Found:
+               page: int = 1, hybrid: bool = True) -> Found:
         """The ``limit`` files of page ``page`` that best match ``query``, from the
-        stores ``agent`` may read (or ``store``), best first. Waits until every change
-        acknowledged before the call is indexed. Records nothing: not a read.
+        stores ``agent`` may read (or ``store``), best first: hybrid when there is a
+        model (and ``hybrid``), else lexical. Waits until every change acknowledged
+        before the call is indexed. Records nothing: not a read.
 
         Raises BadQuery, PermissionDenied, NotFound (no such store), Busy."""
         try:
@@ -424,25 +499,30 @@ class Recall:
         self._wait_fresh()
         wanted = page * limit
         window = min(MAX_WINDOW, wanted * 2 + 20)
-        scored: list[tuple[float, str, MemPath, bool]] = []
         index = self._index
         try:
-            matches = [] if index is None else index.search(terms, stores, window)
+            lexical = [] if index is None else self._lexical(agent, index, terms, stores,
+                                                             window)
+            dense = []
+            if hybrid and self.model is not None and index is not None:
+                asked = self.model.embed([query])[0]
+                dense = [match for match in
+                         index.nearest(asked, stores, max(DENSE_WINDOW, window))
+                         if match.score >= DENSE_FLOOR]
         except BaseException as error:
             if not failed(error):
                 raise
             with self._cond:  # the indexer makes it anew
                 self._suspect = IndexFailed(repr(error))
                 self._cond.notify_all()
-            matches = []
-        for match in matches:
-            weight = SUPERSEDED_WEIGHT if match.superseded else 1.0
-            scored.append((match.score * weight, str(match.path), match.path,
-                           match.superseded))
-        scored.sort(key=lambda item: (-item[0], item[1]))
+            lexical, dense = [], []
+        scored = fuse(lexical, dense) if dense else [
+            (match.score * (SUPERSEDED_WEIGHT if match.superseded else 1.0), match)
+            for match in lexical]
+        scored.sort(key=lambda item: (-item[0], str(item[1].path)))
         hits = []
-        for score, _, path, superseded in scored[wanted - limit:wanted]:
-            hit = self._hit(agent, path, score, terms, superseded)
+        for score, match in scored[wanted - limit:wanted]:
+            hit = self._hit(agent, match.path, score, terms, match.superseded)
             if hit is not None:
                 hits.append(hit)
         with self._cond:
@@ -450,6 +530,47 @@ class Recall:
             if self._suspect is not None or self._index is None:
                 indexing = list(stores)
         return Found(hits, terms, page + 1 if len(scored) > wanted else None, indexing)
+
+    def _lexical(self, agent: str, index: RecallIndex, terms: list[str], stores: list[str],
+                 window: int) -> list[Match]:
+        """The lexical ranking: BM25 with proximity, asked again with the words the
+        best files add (pseudo-relevance feedback)."""
+        first = index.search(terms, stores, window)
+        added = self._feedback(agent, index, terms, first[:PRF_FILES])
+        if not added:
+            return first
+        weights = {term: 1.0 for term in terms} | added
+        return index.search(list(weights), stores, window, weights)
+
+    def _feedback(self, agent: str, index: RecallIndex, terms: list[str],
+                  best: list[Match]) -> dict[str, float]:
+        """The PRF_TERMS words of ``best`` files most telling of them (their share of
+        each file's words, times their rarity in the index), not asked already, each
+        with a weight of up to PRF_WEIGHT."""
+        if not best or PRF_TERMS == 0:
+            return {}
+        weight: dict[str, float] = {}
+        for match in best:
+            try:
+                data, _ = self.engine.unrecorded.peek(agent, match.path, PEEK_BYTES)
+            except (NotFound, InvalidInput, PermissionDenied, OSError):
+                continue
+            found = text.stems(data.decode("utf-8", "replace"))
+            if not found:
+                continue
+            share = 1.0 / len(found)
+            for term in found:
+                if term not in text.STOPWORDS and len(term) > 2 and not term.isdigit():
+                    weight[term] = weight.get(term, 0.0) + share
+        for term in terms:
+            weight.pop(term, None)
+        rarity = index.rarity(list(weight))
+        ranked = sorted(((share * rarity.get(term, 0.0), term)
+                         for term, share in weight.items()), reverse=True)[:PRF_TERMS]
+        if not ranked or ranked[0][0] <= 0:
+            return {}
+        top = ranked[0][0]
+        return {term: PRF_WEIGHT * value / top for value, term in ranked if value > 0}
 
     def _stores_of(self, agent: str, store: str | None) -> list[str]:
         if store is None:
@@ -473,9 +594,28 @@ class Recall:
             data, info = self.engine.unrecorded.peek(agent, path, PEEK_BYTES)
         except (NotFound, InvalidInput, PermissionDenied, OSError):
             return None  # gone or changed into something memfs does not show
-        lines = text.best_lines(data.decode("utf-8", "replace"), terms)
+        decoded = data.decode("utf-8", "replace")
+        # a file found by its meaning alone holds no word asked: its first line instead
+        lines = text.best_lines(decoded, terms) or text.first_lines(decoded, 1)
         return Hit(str(path), round(score, 4), lines, info.last_writer, info.last_written_at,
                    superseded)
+
+def fuse(lexical: list[Match], dense: list[Match]) -> list[tuple[float, Match]]:
+    """Reciprocal rank fusion of the two rankings (each best first): a file's score is
+    LEXICAL_WEIGHT / (RRF_K + its lexical rank) plus DENSE_WEIGHT / (RRF_K + its dense
+    rank), ranks from 1, times SUPERSEDED_WEIGHT for a superseded decision (in each
+    ranking, it first drops below what its score was multiplied by)."""
+    fused: dict[MemPath, float] = {}
+    matches: dict[MemPath, Match] = {}
+    for ranking, weight in ((lexical, LEXICAL_WEIGHT), (dense, DENSE_WEIGHT)):
+        ordered = sorted(ranking, key=lambda match: -match.score * (
+            SUPERSEDED_WEIGHT if match.superseded else 1.0))
+        for rank, match in enumerate(ordered, start=1):
+            fused[match.path] = fused.get(match.path, 0.0) + weight / (RRF_K + rank)
+            matches.setdefault(match.path, match)
+    return [(score * (SUPERSEDED_WEIGHT if matches[path].superseded else 1.0), matches[path])
+            for path, score in fused.items()]
+
 
 @backing.retry_stale
 def _read(engine: Engine, path: MemPath) -> tuple[int, int, bytes] | None:

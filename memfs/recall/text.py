@@ -3,10 +3,11 @@ match best. One analyzer for all three (tantivy's: split on what is not a letter
 digit, lowercase, fold accents to ASCII, English Snowball stemming), so "rate-limited",
 "Rate limiting" and "limits" all meet as ``rate`` and ``limit``.
 
-A file is three fields: its path's words, its title (front matter ``title:``, else the
-first ``# `` heading, else a JSON ``"title"``) and its whole text. A decision record
-that another supersedes (front matter ``status: superseded`` or a ``superseded_by``)
-is marked, so that it ranks below its replacement: similarity is not truth.
+A file is four fields: its path's words, its title (front matter ``title:``, else the
+first ``# `` heading, else a JSON ``"title"``), its markdown headings and its whole
+text. A decision record that another supersedes (front matter ``status: superseded``
+or a ``superseded_by``) is marked, so that it ranks below its replacement: similarity
+is not truth.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class Fields:
 
     path: str
     title: str
+    headings: str
     body: str
     superseded: bool
 
@@ -81,7 +83,8 @@ def fields_of(rel: str, data: bytes) -> Fields:
         heading = _HEADING.search(rest)
         title = heading.group(1) if heading else _json_title(rel, text)
     superseded = front.get("status") == "superseded" or bool(front.get("superseded_by"))
-    return Fields(rel, (title or "")[:MAX_TITLE_CHARS], text, superseded)
+    headings = "\n".join(_HEADING.findall(rest))[:MAX_TITLE_CHARS * 8]
+    return Fields(rel, (title or "")[:MAX_TITLE_CHARS], headings, text, superseded)
 
 
 def _json_title(rel: str, text: str) -> str:
@@ -134,6 +137,18 @@ def best_lines(text: str, terms: list[str], count: int = 3) -> list[tuple[int, s
             scored.append((-len(found), number, line.removesuffix("\r")))
     scored.sort()
     return sorted((number, line) for _, number, line in scored[:count])
+
+
+def first_lines(text: str, count: int) -> list[tuple[int, str]]:
+    """The first ``count`` lines of ``text`` that hold a letter or digit, as
+    (1-based line number, line), front matter's fence and keys included."""
+    found: list[tuple[int, str]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if len(found) == count:
+            break
+        if any(char.isalnum() for char in line):
+            found.append((number, line.removesuffix("\r")))
+    return found
 
 
 def _folded(text: str) -> str:

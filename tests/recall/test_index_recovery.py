@@ -7,6 +7,7 @@ index is private state (mode 0600 files in 0700 folders, the serving user's)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -80,7 +81,29 @@ def test_an_acknowledged_change_survives_kill_9(config: dict[str, Any]) -> None:
             daemon.stop()
 
 
+def settled(directory: Path) -> None:
+    """Wait until the index's files have not changed for a second: a merge of its
+    segments in the background is over (a truncation while one reads them is the
+    limit the README states: it may end the process)."""
+    def listing() -> set[tuple[str, int]]:
+        found = set()
+        for entry in os.scandir(directory):
+            with contextlib.suppress(FileNotFoundError):  # removed by a merge meanwhile
+                found.add((entry.name, entry.stat().st_size))
+        return found
+
+    deadline = time.monotonic() + scaled(30)
+    before = listing()
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = listing()
+        if now == before:
+            return
+        before = now
+
+
 def _truncate(directory: Path) -> None:
+    settled(directory)
     for path in directory.iterdir():
         if path.is_file():
             os.truncate(path, 0)

@@ -31,7 +31,9 @@ from tests.support import (
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    with Daemon(memory_config(public_tmpdir("memfs-recall-"))) as running:
+    config = memory_config(public_tmpdir("memfs-recall-"))
+    config["recall"] = {"model": "packaged"}  # hybrid, as a daemon is by default
+    with Daemon(config) as running:
         yield running
 
 

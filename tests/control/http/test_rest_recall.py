@@ -19,9 +19,10 @@ def test_q_is_ranked_recall_and_pattern_stays_ripgrep(alice: httpx.Client,
     alice.put(F.format(store="notes", path="recall/other.md"), content=b"limits of lunch\n")
     alice.put(F.format(store="ops", path="recall/limits.md"), content=b"rate limits in ops\n")
     found = alice.get("/v1/search", params={"q": "rate limiting"}).json()
-    assert [hit["path"] for hit in found["hits"]][:2] == ["notes/recall/limits.md",
-                                                          "ops/recall/limits.md"]
-    best = found["hits"][0]
+    # (the two about rate limits first, in an order the ranker's fusion chooses)
+    assert sorted(hit["path"] for hit in found["hits"][:2]) == ["notes/recall/limits.md",
+                                                                "ops/recall/limits.md"]
+    best = next(hit for hit in found["hits"] if hit["path"] == "notes/recall/limits.md")
     assert best["last_writer"] == "alice" and best["lines"][0]["line"] == 1
     assert {line["line"] for line in best["lines"]} == {1, 3}
     # only the stores carol may read; not a read
