@@ -5,17 +5,23 @@ time (the result's ``next_page``). ``/v1/search`` without ``q`` stays ripgrep
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from control.http.problems import query
 
-if TYPE_CHECKING:
-    from control.http.files import Api
-
 PARAMETERS = {"q": "query", "store": "store", "limit": "limit", "page": "page"}
+
+
+class Executes(Protocol):
+    """What recall needs of control/http/files.py's ``Api`` (named here, not imported:
+    files.py hands requests with ``q`` to this module, so importing it back would be
+    a cycle)."""
+
+    async def execute(self, request: Request, op: str, fields: dict[str, Any], *,
+                      lax: bool = False, conditional: bool = False) -> dict[str, Any]: ...
 
 
 def wants_recall(request: Request) -> bool:
@@ -23,7 +29,7 @@ def wants_recall(request: Request) -> bool:
     return "q" in request.query_params
 
 
-async def recall(api: Api, request: Request) -> Response:
+async def recall(api: Executes, request: Request) -> Response:
     """The recall's result as JSON; a bad parameter is 400 ``invalid``."""
     fields: dict[str, Any] = query(request, PARAMETERS)
     return JSONResponse(await api.execute(request, "recall", fields, lax=True))
