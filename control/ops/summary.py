@@ -8,20 +8,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Literal
 
-from pydantic import Field
 from typing_extensions import TypedDict  # pydantic reads it (see jail/rg_json.py)
 
 from control.ops.history import STORE
+from control.ops.memory import MemoryRequest
 from control.ops.registry import Call, Rest, Tool, operation
-from control.protocol.base import BaseRequest, StoreName
 from memfs.memory import decisions, sessions, tasks
 from memfs.memory.records import literal
 
 
-class SummaryRequest(BaseRequest):
+class SummaryRequest(MemoryRequest):  # a memory op: a store that is not structured is 404 over HTTP
     op: Literal["summary"]
-    store: StoreName | None = Field(
-        default=None, description="The structured store (omit when you have only one).")
 
 
 class Counts(TypedDict):
