@@ -20,7 +20,7 @@ from memfs.store.engine import Engine
 from memfs.store.errors import PermissionDenied
 from tests.support import UID_A, UID_B, standard_config
 
-# The README's list of ops (section "The control protocol").
+# The list of ops of docs/reference/protocol.md ("The control protocol").
 DOCUMENTED = {"list", "read", "stat", "write", "delete", "search", "whoami", "log", "show",
               "diff", "restore", "session_start", "session_checkpoint", "session_handoff",
               "session_list", "session_show", "brief", "task_add", "task_list", "task_show",
