@@ -2,7 +2,7 @@
 
 The jail uses Landlock best-effort: it handles the access rights the running ABI knows
 (ABI 1, Linux 5.13, and up) and gives what a missing feature gave another way.
-:data:`FEATURES` is that table, one row per kernel feature (docs/kernels.md shows it
+:data:`FEATURES` is that table, one row per kernel feature (docs/operate/kernels.md shows it
 to users); :func:`detect` reads the kernel once and returns the :class:`Level` the
 jail runs at, which ``jail.policy.apply`` follows. Nothing here refuses a kernel but
 :meth:`Level.missing`: without Landlock at all, or without seccomp filters, the tools
@@ -139,7 +139,7 @@ class Level:
         if not lacking:
             return None
         return ("search and sed edits are unavailable: this kernel lacks "
-                + " and ".join(lacking) + "; enable it and restart memfs (docs/kernels.md)")
+                + " and ".join(lacking) + "; enable it and restart memfs (docs/operate/kernels.md)")
 
     def describe(self) -> str:
         """One line: the level, and what stands in for what is missing."""
@@ -151,7 +151,7 @@ class Level:
             return text + ": signals and abstract sockets kept in by Landlock scopes"
         return (text + f": below ABI {SCOPES_ABI}, each run is PID 1 of its own PID namespace "
                 "in the jail's network namespace, and seccomp refuses signals to others "
-                "(docs/kernels.md)")
+                "(docs/operate/kernels.md)")
 
 
 def landlock_abi() -> int:

@@ -6,7 +6,7 @@ match, ``match`` and ``context`` for its lines, ``summary`` last (``rg --help``,
 lines; `render` prints matches back the way rg's text output does. Pure: no I/O (the
 jail runs rg: jail/api.py, jail/results.py).
 
-What a `Match` promises (README.md, Search results for programs, says the same):
+What a `Match` promises (docs/reference/cli.md, Search results for programs, says the same):
 
 * ``path`` is ``STORE/PATH``, as rg printed it from the jail's view of the stores;
   ``line`` is the 1-based number of the (first) line.

@@ -1,5 +1,5 @@
 """Who a daemon started as root serves as: the config's ``user`` or, for a personal
-memory, its owner (README "Privilege"). The daemon hands that user its folders and
+memory, its owner (docs/operate/privilege.md). The daemon hands that user its folders and
 drops to it (memfs/daemon/privilege.py); ``memfs attach`` checks that the daemon whose
 FUSE session it mounts runs as that user (memfs/fuse/attach.py).
 """

@@ -1,5 +1,9 @@
-"""README.md's shell blocks as commands with what the text says they do: the parser
-behind tests/test_readme.py (pure, no I/O).
+"""The shell blocks of README.md and every page of docs/ as commands with what the text
+says they do: the parser behind tests/test_readme.py (pure, no I/O but reading them).
+
+:data:`DOCUMENTS` lists README.md and every docs/**/*.md in the order the walk-throughs
+run their blocks (README's first; a page whose blocks build on another's after it), and
+tests/test_readme.py checks that no page is missing from it.
 
 A ```` ```sh ```` block is run unless a marker comment right before its fence says
 otherwise: ``<!-- readme-test: skip (WHY) -->`` (not run, with the reason), or
@@ -14,8 +18,41 @@ several joined by a trailing backslash. Its trailing comment may state what it d
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# Reading order, which is also the demo's walk-through order: the CLI's `grep --json`,
+# history's diff and restore of the tour's append, then HTTP's edit of the tour's edit,
+# then recall.
+DOCUMENTS = (
+    "README.md",
+    "docs/operate/install.md",
+    "docs/operate/personal.md",
+    "docs/operate/privilege.md",
+    "docs/operate/kernels.md",
+    "docs/operate/several-hosts.md",
+    "docs/operate/backups.md",
+    "docs/operate/vagrant.md",
+    "docs/reference/config.md",
+    "docs/reference/cli.md",
+    "docs/reference/errors.md",
+    "docs/reference/mount.md",
+    "docs/reference/history.md",
+    "docs/reference/memory.md",
+    "docs/reference/http.md",
+    "docs/reference/web-view.md",
+    "docs/reference/mcp.md",
+    "docs/reference/protocol.md",
+    "docs/reference/limits.md",
+    "docs/design/architecture.md",
+    "docs/design/crash-safety.md",
+    "docs/design/group-commit.md",
+    "docs/design/recall.md",
+    "docs/speed.md",
+)
 
 MARKER = re.compile(r"<!--\s*readme-test:\s*(?P<what>[^>]*?)\s*-->")
 EXIT = re.compile(r"^exit (\d+)\b")
@@ -24,10 +61,11 @@ PRINTS = re.compile(r"^prints (?P<text>[^:]+?)\s*(?::|$)")
 
 @dataclass(frozen=True)
 class Command:
-    line: int  # README.md's line number of its first line
+    line: int  # the line number of its first line in its document
     text: str  # as bash is given it (continuations joined by backslash-newline)
     exit: int = 0
     prints: str | None = None
+    doc: str = "README.md"  # the document it is in, relative to the repository
 
 
 @dataclass(frozen=True)
@@ -36,6 +74,24 @@ class Block:
     where: str  # "demo", "personal", "personal-daemon" or "skip"
     why: str
     commands: tuple[Command, ...]
+    doc: str = "README.md"
+
+
+def on_disk(repo: Path = REPO) -> set[str]:
+    """README.md and every docs/**/*.md there is, relative to ``repo``."""
+    return {"README.md"} | {str(p.relative_to(repo)) for p in (repo / "docs").rglob("*.md")}
+
+
+def all_blocks(repo: Path = REPO) -> list[Block]:
+    """Every block of every document of :data:`DOCUMENTS`, in that order, each (and each
+    of its commands) naming its document."""
+    found = []
+    for doc in DOCUMENTS:
+        for block in blocks((repo / doc).read_text(), doc):
+            found.append(dataclasses.replace(
+                block, doc=doc,
+                commands=tuple(dataclasses.replace(c, doc=doc) for c in block.commands)))
+    return found
 
 
 def trailing_comment(line: str) -> str | None:
@@ -66,8 +122,9 @@ def command(line: int, text: str) -> Command:
                    prints.group("text") if prints else None)
 
 
-def blocks(readme: str) -> list[Block]:
-    """Every ```` ```sh ```` block of ``readme`` in order, with its marker."""
+def blocks(readme: str, doc: str = "README.md") -> list[Block]:
+    """Every ```` ```sh ```` block of ``readme`` (the text of ``doc``) in order, with its
+    marker."""
     found: list[Block] = []
     lines = readme.splitlines()
     index = 0
@@ -97,7 +154,7 @@ def blocks(readme: str) -> list[Block]:
             elif what == "personal, daemon":
                 where = "personal-daemon"
             else:
-                raise ValueError(f"README.md line {start}: unknown marker {what!r}")
+                raise ValueError(f"{doc} line {start}: unknown marker {what!r}")
         found.append(Block(start + 1, where, why, tuple(_commands(body))))
     return found
 

@@ -5,7 +5,7 @@ for uid U is a socket connected while the test process's effective uid is U, whi
 is exactly what the daemon reads with SO_PEERCRED. Daemons are started as root, so
 each one serves as the service user DAEMON_USER after its privileged phase
 (memfs/daemon/privilege.py): a file a test plants in a backing directory as an
-operator's change must be that user's (`plant`), as the README tells operators.
+operator's change must be that user's (`plant`), as docs/operate/privilege.md tells operators.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def daemon_ids() -> tuple[int, int]:
 
 
 def plant(path: Path, data: bytes | str = b"") -> Path:
-    """An operator's change in a store's backing directory, made the way the README
+    """An operator's change in a store's backing directory, made the way docs/operate/privilege.md
     says (as the memfs user): write ``data`` to ``path`` and create its missing
     folders, each owned by the daemon's user (memfs shows no file of another owner).
     Returns ``path``."""

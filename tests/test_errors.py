@@ -1,6 +1,6 @@
 """The one error table (memfs/errors.py) and its views, without a daemon.
 
-The expectations come from README (the user contract), not from the table: the control
+The expectations come from docs/reference/ (the user contract), not from the table: the control
 protocol's list of error codes, HTTP's statuses, the CLI's exit codes, the classes the
 engine, the memory model and the jail raise. The real socket, HTTP and MCP answers are
 checked by the suites that start a daemon (tests/store, tests/control/http, tests/control/mcp).
@@ -55,55 +55,58 @@ from memfs.store.mirror import MirrorFailed
 from memfs.store.restore import RestoreError
 from tests.support import REPO
 
-README = " ".join((REPO / "README.md").read_text().split())
+REFERENCE = REPO / "docs" / "reference"
 
 
-def _readme_span(start: str, end: str) -> str:
-    """README's text (whitespace joined) from ``start`` to the first ``end`` after it."""
-    head = README.index(start)
-    return README[head:README.index(end, head) + len(end)]
+def _doc_span(doc: str, start: str, end: str) -> str:
+    """The text (whitespace joined) of docs/reference/``doc`` from ``start`` to the first
+    ``end`` after it."""
+    text = " ".join((REFERENCE / doc).read_text().split())
+    head = text.index(start)
+    return text[head:text.index(end, head) + len(end)]
 
 
-# "## The control protocol": "Error codes: `conflict`, ..., `internal`"
-PROTOCOL_CODES = re.findall(r"`([a-z_]+)`", _readme_span("Error codes: `", "`internal`"))
-# "## HTTP": "Errors are RFC 9457 problem details ...: 400 `invalid`, 401 ..., 500 `internal`"
+# protocol.md: "Error codes: `conflict`, ..., `internal`"
+PROTOCOL_CODES = re.findall(r"`([a-z_]+)`",
+                            _doc_span("protocol.md", "Error codes: `", "`internal`"))
+# http.md: "Errors are RFC 9457 problem details ...: 400 `invalid`, 401 ..., 500 `internal`"
 HTTP_STATUS = {
     code: int(status)
     for status, codes in re.findall(r"(\d{3}) ((?:`[a-z_]+`(?: / )?)+)",
-                                    _readme_span("Errors are RFC 9457", "`internal`"))
+                                    _doc_span("http.md", "Errors are RFC 9457", "`internal`"))
     for code in re.findall(r"`([a-z_]+)`", codes)
 }
-# the client's own code: no reply came (README: "1 other error (e.g. daemon unreachable")
+# the client's own code: no reply came (errors.md: "1 other error (e.g. daemon unreachable")
 CLIENT_CODES = [*PROTOCOL_CODES, "connection"]
 
 
-def _readme_exit_codes() -> dict[str, int]:
-    """"## CLI": "**Exit codes**: 0 ok, 1 other error (...), 2 ..., 7 mirror failed (...)." A
+def _documented_exit_codes() -> dict[str, int]:
+    """errors.md: "**Exit codes**: 0 ok, 1 other error (...), 2 ..., 7 mirror failed (...)." A
     code named in an item (as `code` or in words) exits with its number; a code named
     in none is an "other error" (1)."""
-    items = re.split(r", (?=\**\d )", _readme_span("**Exit codes**:", "unchanged).")
+    items = re.split(r", (?=\**\d )", _doc_span("errors.md", "**Exit codes**:", "unchanged).")
                      .removeprefix("**Exit codes**: "))
     exits: dict[str, int] = {}
     for item in items:
         number = int(item.strip("*")[0])
         for code in CLIENT_CODES:
             if f"`{code}`" in item or re.search(rf"\b{code.replace('_', ' ')}\b", item):
-                assert code not in exits, f"README gives {code} two exit codes"
+                assert code not in exits, f"errors.md gives {code} two exit codes"
                 exits[code] = number
     return {code: exits.get(code, 1) for code in CLIENT_CODES}
 
 
-README_EXIT = _readme_exit_codes()
+DOCUMENTED_EXIT = _documented_exit_codes()
 
 
 def test_readme_names_what_these_tests_read() -> None:
-    """Guards the parsing above: each list README gives was found, and whole."""
+    """Guards the parsing above: each list the docs give was found, and whole."""
     assert PROTOCOL_CODES[0] == "conflict" and len(PROTOCOL_CODES) == 13
     assert HTTP_STATUS["conflict"] == HTTP_STATUS["lease_lost"] == 409
     assert HTTP_STATUS["unauthenticated"] == 401 and HTTP_STATUS["internal"] == 500
-    assert README_EXIT["lease_held"] == 3 and README_EXIT["no_space"] == 6
-    assert README_EXIT["mirror_failed"] == 7
-    assert README_EXIT["busy"] == README_EXIT["connection"] == 1
+    assert DOCUMENTED_EXIT["lease_held"] == 3 and DOCUMENTED_EXIT["no_space"] == 6
+    assert DOCUMENTED_EXIT["mirror_failed"] == 7
+    assert DOCUMENTED_EXIT["busy"] == DOCUMENTED_EXIT["connection"] == 1
 
 
 # -- the table ---------------------------------------------------------------------------
@@ -124,20 +127,20 @@ def test_every_code_has_a_row_for_each_edge_it_reaches() -> None:
             assert "<x>" in kind.model_text("<x>")
 
 
-def test_the_table_is_readmes() -> None:
+def test_the_table_is_the_docs() -> None:
     assert [code for code, kind in ERRORS.items() if kind.raised_by == "daemon"] \
         == PROTOCOL_CODES
     assert {code: kind.status for code, kind in ERRORS.items() if kind.status is not None} \
         == HTTP_STATUS
     assert {code: kind.exit_code for code, kind in ERRORS.items()
-            if kind.exit_code is not None} == README_EXIT
+            if kind.exit_code is not None} == DOCUMENTED_EXIT
 
 
 # -- exception class -> code --------------------------------------------------------------
 
 LAST = LastWrite("bob", 1_700_000_000.0)
 # Each exception class the engine, the memory model and the jail define, an instance,
-# and the code README gives it (None: an internal failure, logged and answered internal).
+# and the code the docs give it (None: an internal failure, logged and answered internal).
 RAISED: list[tuple[BaseException, str | None]] = [
     (MemfsError("the jail is not running"), None),
     # search or a sed edit where the kernel lacks what the jail needs
@@ -281,11 +284,11 @@ def test_the_client_knows_no_code_but_these() -> None:
 
 @pytest.mark.parametrize("code", CLIENT_CODES)
 def test_cli_exit_code_is_readmes(code: str) -> None:
-    assert cli.EXIT_BY_CODE.get(code, EXIT_ERROR) == README_EXIT[code]
+    assert cli.EXIT_BY_CODE.get(code, EXIT_ERROR) == DOCUMENTED_EXIT[code]
 
 
 # What a model reads for each code: these texts are what the MCP tools said before the
-# table (README: "lease errors read LEASE HELD / LEASE LOST").
+# table (docs/reference/mcp.md: "lease errors read LEASE HELD / LEASE LOST").
 MODEL_TEXT = {
     "lease_held": "LEASE HELD: M. Nothing was changed.",
     "lease_lost": "LEASE LOST: M. Stop working on this task; task_list shows who holds it now.",

@@ -1,5 +1,7 @@
-"""README.md runs as written: every shell block, in order, does what the text around it
-says (tests/readme_blocks.py reads the blocks and what their comments promise).
+"""README.md and docs/ run as written: every shell block, in order, does what the text
+around it says (tests/readme_blocks.py reads the blocks and what their comments promise,
+document after document in the order of its ``DOCUMENTS``), and every relative link of
+theirs leads to a file (and heading) that exists.
 
 The demo's blocks run on a fresh ``memfs serve --demo`` started the way the README
 starts it (as root, through sudo, by a developer who then works "in another terminal"
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -25,7 +28,16 @@ from pathlib import Path
 import pytest
 
 from tests.daemon.test_personal_user import User, real_user
-from tests.readme_blocks import Block, Command, blocks, command, trailing_comment
+from tests.readme_blocks import (
+    DOCUMENTS,
+    Block,
+    Command,
+    all_blocks,
+    blocks,
+    command,
+    on_disk,
+    trailing_comment,
+)
 from tests.support import REPO, public_tmpdir, scaled
 
 README = REPO / "README.md"
@@ -64,11 +76,62 @@ def test_blocks_carry_their_markers_and_join_continued_lines() -> None:
         blocks("<!-- readme-test: sometimes -->\n```sh\nx\n```")
 
 
-def test_the_readme_marks_every_block_it_does_not_run() -> None:
-    found = blocks(README.read_text())
-    assert [b for b in found if b.where == "skip" and not b.why] == []
+def test_the_readme_and_docs_mark_every_block_they_do_not_run() -> None:
+    found = all_blocks()
+    assert [(b.doc, b.line) for b in found if b.where == "skip" and not b.why] == []
     assert sum(1 for b in found if b.where == "demo") >= 4
     assert [b.where for b in found].count("personal-daemon") == 1
+    in_readme = blocks(README.read_text())
+    assert [b.where for b in in_readme].count("personal-daemon") == 1  # the first screen's
+    assert sum(1 for b in in_readme if b.where == "demo") >= 2
+
+
+def test_every_document_is_walked_through() -> None:
+    """No page of docs/ escapes the walk-throughs: DOCUMENTS lists each, once."""
+    assert len(set(DOCUMENTS)) == len(DOCUMENTS)
+    assert set(DOCUMENTS) == on_disk()
+
+
+def test_the_readme_fits_on_a_few_screens() -> None:
+    assert len(README.read_text().splitlines()) <= 250
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives the headings of ``markdown`` (outside code fences)."""
+    found, fenced = set(), False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            found.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return found
+
+
+def test_every_relative_link_leads_to_what_exists() -> None:
+    broken = []
+    for doc in DOCUMENTS:
+        source = REPO / doc
+        for target in LINK.findall(source.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue  # http:, https:, mailto:
+            path, _, anchor = target.partition("#")
+            dest = (source.parent / path).resolve() if path else source
+            if not dest.exists():
+                broken.append(f"{doc}: {target}")
+            elif anchor and (dest.suffix != ".md" or anchor not in anchors(dest.read_text())):
+                broken.append(f"{doc}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_the_link_check_can_fail() -> None:
+    assert LINK.findall("see [a](docs/x.md#y) and [b](https://e.org)") == \
+        ["docs/x.md#y", "https://e.org"]
+    assert anchors("# One developer, several agents\n```\n# not a heading\n```\n## Recall") \
+        == {"one-developer-several-agents", "recall"}
 
 
 # -- running them -----------------------------------------------------------------------------
@@ -85,20 +148,22 @@ def script(commands: list[Command], results: Path) -> str:
 
 
 def outcomes(commands: list[Command], results: Path) -> list[str]:
-    """What differs from what the README says, one line each (README line numbers)."""
+    """What differs from what the documents say, one line each (their line numbers)."""
     wrong = []
     for index, cmd in enumerate(commands):
         rc_file = results / f"{index}.rc"
         if not rc_file.exists():
-            wrong.append(f"line {cmd.line}: never ran: {cmd.text!r}")
+            wrong.append(f"{cmd.doc} line {cmd.line}: never ran: {cmd.text!r}")
             continue
         rc = int(rc_file.read_text())
         out = (results / f"{index}.out").read_text(errors="replace")
         if rc != cmd.exit:
-            wrong.append(f"line {cmd.line}: exit {rc}, README says {cmd.exit}: {cmd.text!r}\n"
+            wrong.append(f"{cmd.doc} line {cmd.line}: exit {rc}, it says {cmd.exit}: "
+                         f"{cmd.text!r}\n"
                          f"{out[-2000:]}")
         elif cmd.prints is not None and cmd.prints not in out:
-            wrong.append(f"line {cmd.line}: output lacks {cmd.prints!r}: {cmd.text!r}\n"
+            wrong.append(f"{cmd.doc} line {cmd.line}: output lacks {cmd.prints!r}: "
+                         f"{cmd.text!r}\n"
                          f"{out[-2000:]}")
     return wrong
 
@@ -155,8 +220,7 @@ def user_shell(user: User, script_path: Path, work: Path) -> str:
 
 
 def walk_through(where: str, user: User, work: Path) -> tuple[list[Command], Path]:
-    commands = [c for b in blocks(README.read_text()) if b.where == where
-                for c in b.commands]
+    commands = [c for b in all_blocks() if b.where == where for c in b.commands]
     results = work / f"{where}-results"
     results.mkdir()
     shutil.chown(results, user.uid, user.gid)
@@ -201,8 +265,7 @@ def test_the_personal_walk_through_runs_as_written() -> None:
     with real_user(WORK) as user:
         work = public_tmpdir("memfs-readme-", WORK)
         shutil.chown(work, user.uid, user.gid)
-        readme = blocks(README.read_text())
-        daemon_block: Block = next(b for b in readme if b.where == "personal-daemon")
+        daemon_block: Block = next(b for b in all_blocks() if b.where == "personal-daemon")
         (serve,) = daemon_block.commands
         serve_script = work / "serve.sh"
         log = work / "personal.log"

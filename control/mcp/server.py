@@ -101,7 +101,7 @@ def naming(me: dict[str, Any]) -> str:
 
 HTTP_MOVED = ("memfs mcp --http is gone: MCP over HTTP is served by the daemon at /mcp on "
               "its [http] listener, with a bearer token from `memfs token create AGENT` "
-              "(see README, HTTP)")
+              "(see docs/reference/http.md)")
 
 
 def main_mcp(socket_path: str | None, as_agent: str | None = None, http: str | None = None,

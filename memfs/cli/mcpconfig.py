@@ -3,8 +3,9 @@
 with the absolute path of this ``memfs``, the daemon's socket and the agent's name
 baked in: nothing left for the client's environment to supply.
 
-`snippet` makes it (README's snippets are its output for /usr/local/bin/memfs and
-uid 1000's socket: tests/cli/test_mcp_config.py checks that); `cmd_mcp_config` is
+`snippet` makes it (the snippets of README.md and docs/operate/personal.md are its
+output for /usr/local/bin/memfs and uid 1000's socket: tests/cli/test_mcp_config.py
+checks that); `cmd_mcp_config` is
 the command, registered by memfs/cli/__init__.py.
 """
 

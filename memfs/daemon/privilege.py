@@ -1,4 +1,4 @@
-"""What root does before the drop, and the drop (README "Privilege").
+"""What root does before the drop, and the drop (docs/operate/privilege.md).
 
 A daemon started as root (scripts/demo, the tests, a root shell) first runs a short
 privileged phase that reads nothing an agent or a client wrote: `hand_over` creates the

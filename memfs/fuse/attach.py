@@ -1,5 +1,5 @@
 """The system service's root helper: mount the FUSE session of a daemon that cannot
-mount it itself (README "As a system service").
+mount it itself (docs/operate/install.md, "As a system service").
 
 The service runs as the memfs user without any capability, in a mount namespace of
 its own (ProtectSystem=, PrivateTmp=, ...), where a mount would be invisible to the

@@ -21,7 +21,7 @@ How a batch lands (the `Lander`'s steps, memfs/store/landing.py):
 All tickets of a batch were sent before the batch began and are answered after it
 ended (one connection has one request under way at a time), so any order of them is an
 acceptance order that each writer may have seen; the lander's order is the commit
-order (docs/design-group-commit.md).
+order (docs/design/group-commit.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Landing a store's batches of single-file changes (the steps of memfs/store/batch.py's
-`Lander`; docs/design-group-commit.md, section 3).
+`Lander`; docs/design/group-commit.md, section 3).
 
 A batch's tickets were each checked, hashed and staged (without fsync) by the thread
 of their request. For the batch, its leader:

@@ -2,7 +2,7 @@
 says whether the volume's options and the mount's kernel timeouts keep other hosts'
 changes fresh, and how to check by hand when they cannot be read.
 
-What memfs needs (README, "Several hosts"): the client-side caches that serve stale
+What memfs needs (docs/operate/several-hosts.md): the client-side caches that serve stale
 metadata or content after another host's rename are off (REQUIRED_OFF), and the
 Gluster FUSE mount has zero kernel timeouts (KERNEL_TIMEOUTS). The options are read
 with the gluster CLI: ``volume get`` where a glusterd runs on this host, else
@@ -27,7 +27,7 @@ REQUIRED_OFF = ("performance.stat-prefetch", "performance.quick-read",
 KERNEL_TIMEOUTS = {"attribute-timeout": "1", "entry-timeout": "1", "negative-timeout": "0"}
 CLI_TIMEOUT = 10.0
 OFF = {"off", "no", "false", "disable", "0"}
-HOW = "see README 'Several hosts'"
+HOW = "see docs/operate/several-hosts.md"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""``memfs mcp config CLIENT``: each client's snippet, the README's snippets its output,
+"""``memfs mcp config CLIENT``: each client's snippet, the snippets of README.md
+and docs/operate/personal.md its output,
 and one snippet run as it is by the official Python SDK's stdio client in that SDK's
 default (stripped) environment."""
 
@@ -39,15 +40,19 @@ def test_each_snippet_runs_memfs_mcp_with_socket_and_agent(client: str) -> None:
     assert command_of(client, snippet(client, M, S, None)) == [M, "mcp", "--socket", S]
 
 
+PERSONAL = REPO / "docs" / "operate" / "personal.md"
+
+
 def readme_block(after: str, fence: str) -> str:
-    text = (REPO / "README.md").read_text()
+    """The ``fence`` block after ``after`` in docs/operate/personal.md, as a list item's."""
+    text = PERSONAL.read_text()
     start = text.index(f"```{fence}\n", text.index(after)) + len(fence) + 4
     block = text[start:text.index("```", start)]
     return "\n".join(line[2:] for line in block.rstrip().splitlines())  # a list item's
 
 
-def test_the_readmes_snippets_are_its_output() -> None:
-    text = (REPO / "README.md").read_text()
+def test_the_documented_snippets_are_its_output() -> None:
+    text = (REPO / "README.md").read_text()  # Claude Code's, on the first screen
     assert f"- Claude Code, run `{snippet('claude', M, S, 'claude')}`" in text
     assert readme_block("- Codex, in `~/.codex/config.toml`", "toml") == \
         snippet("codex", M, S, "codex")

@@ -13,7 +13,8 @@ ROUNDS = 40
 
 
 def test_one_winner_per_round_across_hosts(cluster: Cluster) -> None:
-    # no history: a commit on the volume costs much more than the claim (see the README)
+    # no history: a commit on the volume costs much more than the claim
+    # (see docs/operate/several-hosts.md)
     stores = {"team": {"structured": True, "history": False}}
     _, daemons = start_daemons(cluster, cluster.hosts, mount=False, stores=stores)
     try:

@@ -47,5 +47,5 @@ def test_its_closing_hint_names_the_driver_readme_names() -> None:
     script = (REPO / "vagrant" / "build-box").read_text()
     hint = [line for line in script.splitlines() if 'say "use it:' in line]
     assert len(hint) == 1 and "MEMFS_VAGRANT_DRIVER=qemu" in hint[0]
-    readme = (REPO / "README.md").read_text()
-    assert "MEMFS_VAGRANT_DRIVER=qemu" in readme
+    doc = (REPO / "docs" / "operate" / "vagrant.md").read_text()
+    assert "MEMFS_VAGRANT_DRIVER=qemu" in doc

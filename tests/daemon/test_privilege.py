@@ -1,4 +1,4 @@
-"""The daemon serves unprivileged (memfs/daemon/privilege.py, README "Privilege"):
+"""The daemon serves unprivileged (memfs/daemon/privilege.py, docs/operate/privilege.md):
 started as root, every process of a serving daemon (mount, socket, HTTP listener, jail in use)
 but the fusermount3 auto_unmount helper runs as the service user with no capability,
 no_new_privs and not dumpable; the privileged phase opens no store file; a root an

@@ -1,4 +1,5 @@
-"""The system service (README "As a system service"): the unit scripts/install writes
+"""The system service (docs/operate/install.md, "As a system service"): the unit
+scripts/install writes
 scores at most 3.0 in ``systemd-analyze security`` and verifies; the daemon it runs
 (``memfs serve --await-mount``), in a mount namespace of its own and under the unit's
 seccomp filters, serves a mount that root attaches from outside (``memfs attach``)

@@ -137,7 +137,8 @@ def test_without_unprivileged_user_namespaces_a_personal_memfs_says_what_to_enab
 
 def test_install_writes_an_apparmor_profile_allowing_user_namespaces(tmp_path: Path) -> None:
     """Ubuntu >= 23.10 restricts unprivileged user namespaces with AppArmor: the one
-    command README gives writes a profile allowing them to the memfs binary alone."""
+    command docs/operate/kernels.md gives writes a profile allowing them to the memfs
+    binary alone."""
     done = subprocess.run([str(REPO / "scripts" / "install"), "--apparmor-only",
                            "--apparmordir", str(tmp_path), "--prefix", "/opt/memfs-x"],
                           capture_output=True, text=True, check=False)
@@ -145,18 +146,18 @@ def test_install_writes_an_apparmor_profile_allowing_user_namespaces(tmp_path: P
     profile = (tmp_path / "memfs").read_text()
     assert "profile memfs /opt/memfs-x/bin/memfs flags=(unconfined) {" in profile
     assert "\n  userns,\n" in profile
-    readme = (REPO / "README.md").read_text()
-    assert "sudo scripts/install --apparmor" in readme
+    doc = (REPO / "docs" / "operate" / "kernels.md").read_text()
+    assert "sudo scripts/install --apparmor" in doc
 
 
 def test_docs_kernels_carries_the_table_of_jail_kernel() -> None:
-    """docs/kernels.md's table is jail/kernel.py's FEATURES, row for row."""
-    doc = (REPO / "docs" / "kernels.md").read_text()
+    """docs/operate/kernels.md's table is jail/kernel.py's FEATURES, row for row."""
+    doc = (REPO / "docs" / "operate" / "kernels.md").read_text()
     rows = [line for line in doc.splitlines() if line.startswith("| ")]
     for feature in kernel.FEATURES:
         assert (f"| {feature.name} | {feature.since} | {feature.gives} | {feature.instead} |"
                 in rows), feature.name
-    assert "docs/kernels.md" in (REPO / "README.md").read_text()
+    assert "(docs/operate/kernels.md)" in (REPO / "README.md").read_text()
 
 
 async def test_without_landlock_mcp_tells_the_model_what_is_unavailable() -> None:

@@ -84,7 +84,7 @@ def test_an_acknowledged_change_survives_kill_9(config: dict[str, Any]) -> None:
 def settled(directory: Path) -> None:
     """Wait until the index's files have not changed for a second: a merge of its
     segments in the background is over (a truncation while one reads them is the
-    limit the README states: it may end the process)."""
+    limit docs/reference/limits.md states: it may end the process)."""
     def listing() -> set[tuple[str, int]]:
         found = set()
         for entry in os.scandir(directory):

@@ -35,8 +35,9 @@ STDIO_ONLY = {"storage_download", "storage_upload"}
 
 
 def readme_tools() -> set[str]:
-    """The tools README's "The MCP tool layer" table lists (its first column)."""
-    section = (REPO / "README.md").read_text().split("## The MCP tool layer", 1)[1]
+    """The tools docs/reference/mcp.md's table lists (its first column)."""
+    section = (REPO / "docs" / "reference" / "mcp.md").read_text().split(
+        "# The MCP tool layer", 1)[1]
     rows = [line for line in section.split("\n## ", 1)[0].splitlines()
             if line.startswith("| `")]
     return {name for row in rows for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])}
@@ -60,7 +61,7 @@ async def test_tools_and_instructions(daemon: Daemon, tokens: dict[str, str]) ->
         over_stdio = {tool.name for tool in (await stdio.list_tools()).tools}
     assert over_http == over_stdio - STDIO_ONLY
     assert "storage_write" in over_http and "task_claim" in over_http
-    assert over_stdio == readme_tools()  # README's table: every tool, and only those
+    assert over_stdio == readme_tools()  # mcp.md's table: every tool, and only those
 
 
 async def test_read_and_conflicting_write_as_over_stdio(daemon: Daemon,

@@ -6,6 +6,7 @@ temporary root, with no jail and no socket."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +19,9 @@ from control.protocol import ProtocolError
 from memfs.config import parse_config
 from memfs.store.engine import Engine
 from memfs.store.errors import PermissionDenied
-from tests.support import UID_A, UID_B, standard_config
+from tests.support import REPO, UID_A, UID_B, standard_config
 
-# The README's list of ops (section "The control protocol").
+# The list of ops of docs/reference/protocol.md ("The control protocol").
 DOCUMENTED = {"list", "read", "stat", "write", "delete", "search", "whoami", "log", "show",
               "diff", "restore", "session_start", "session_checkpoint", "session_handoff",
               "session_list", "session_show", "brief", "task_add", "task_list", "task_show",
@@ -43,6 +44,13 @@ def test_every_documented_op_is_declared_once_with_its_own_model() -> None:
     assert len({declared.request for declared in ops.values()}) == len(ops)
     assert {name for name, d in ops.items() if d.access == "operator"} == OPERATOR
     assert registry.agent_ops() == DOCUMENTED - OPERATOR
+
+
+def test_the_protocol_page_names_every_op() -> None:
+    """docs/reference/protocol.md's "Ops: ..." sentence names each op of the registry."""
+    text = " ".join((REPO / "docs" / "reference" / "protocol.md").read_text().split())
+    ops = text[text.index("Ops: `"):text.index("Error codes: `")]
+    assert set(re.findall(r"`([a-z_]+)`", ops)) >= DOCUMENTED
 
 
 def test_the_codec_decodes_every_op_and_refuses_others() -> None:

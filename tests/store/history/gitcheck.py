@@ -16,7 +16,7 @@ from memfs.store import backing
 from tests.support import as_euid, daemon_ids, run_as
 
 # The repositories are the daemon's user's (memfs): plain git reads them as that user,
-# as the README says; libgit2 here reads them as root, once told that is safe.
+# as docs/reference/history.md says; libgit2 here reads them as root, once told that is safe.
 pygit2.option(pygit2.enums.Option.SET_OWNER_VALIDATION, False)
 
 

@@ -274,7 +274,8 @@ def test_packing_goes_on_after_an_object_it_cannot_read(
 
 
 def test_what_libgit2_keeps_of_the_history_is_bounded() -> None:
-    """The limits the README gives, as the daemon sets them when it loads the history
+    """The limits docs/design/crash-safety.md gives, as the daemon sets them when it
+    loads the history
     (libgit2's defaults: a 256 MiB object cache, 8 GiB of packs mapped, no limit on
     open pack files): a soak's RSS then levels off (scripts/bench_soak.py)."""
     option = pygit2.enums.Option

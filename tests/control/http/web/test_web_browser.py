@@ -297,7 +297,8 @@ def seed_tour(daemon: Daemon) -> dict[str, Any]:
 
 def test_a_tour_of_every_page(browser: Any) -> None:
     """Every page renders in the browser without a console error (no CSP violation,
-    no failed load); each is saved as a screenshot (the README's comes from here)."""
+    no failed load); each is saved as a screenshot (docs/reference/web-view.md's comes
+    from here)."""
     from tests.control.http.conftest import http_config
 
     with Daemon(http_config("memfs-web-tour-")) as daemon:
