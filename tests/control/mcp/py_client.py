@@ -5,8 +5,7 @@ the server gets the SDK's default environment (HOME, LOGNAME, PATH, SHELL, TERM,
 and must find the daemon by itself. It carries out the steps of the plan (JSON on
 stdin) in order and prints what each gave, as JSON; the test judges them.
 
-Usage: ``python py_client.py MEMFS AGENT [MODE] < plan.json`` (MODE: the SDK's
-connect mode, ``legacy`` or ``auto``; default: the SDK's default). Steps (the twin of
+Usage: ``python py_client.py MEMFS AGENT < plan.json``. Steps (the twin of
 ts_client.mjs, which reads the same plan):
 
 - ``{"call": TOOL, "args": {...}, "save": NAME}``: tools/call; ``{"is_error", "text",
@@ -38,6 +37,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.subscriptions import ResourceUpdated, Subscription
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import TextContent, TextResourceContents
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -54,8 +54,7 @@ def substitute(value: Any, saved: dict[str, str]) -> Any:
     return value
 
 
-async def run(memfs: str, agent: str, plan: list[dict[str, Any]], mode: str | None
-              ) -> dict[str, Any]:
+async def run(memfs: str, agent: str, plan: list[dict[str, Any]]) -> dict[str, Any]:
     updated: list[str] = []
 
     async def drain(subscription: Subscription) -> None:
@@ -66,15 +65,16 @@ async def run(memfs: str, agent: str, plan: list[dict[str, Any]], mode: str | No
     async def on_message(message: Any) -> None:
         root = getattr(message, "root", message)
         if getattr(root, "method", "") == "notifications/resources/updated":
+            if SUBSCRIPTION_ID_META_KEY in (root.params.meta or {}):
+                return  # a subscriptions/listen stream's: drain() has it
             updated.append(str(root.params.uri))
 
     params = StdioServerParameters(command=memfs, args=["mcp", "--agent", agent])
     results: list[Any] = []
     saved: dict[str, str] = {}
-    options: dict[str, Any] = {} if mode is None else {"mode": mode}
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(Client(
-            params, read_timeout_seconds=60, message_handler=on_message, **options))
+            params, read_timeout_seconds=60, message_handler=on_message))
         tasks = await stack.enter_async_context(anyio.create_task_group())
         stack.callback(tasks.cancel_scope.cancel)  # the listen streams end with the client
         for step in plan:
@@ -124,9 +124,8 @@ async def run(memfs: str, agent: str, plan: list[dict[str, Any]], mode: str | No
 
 
 def main() -> None:
-    memfs, agent, *mode = sys.argv[1:]
-    plan = json.load(sys.stdin)
-    print(json.dumps(asyncio.run(run(memfs, agent, plan, mode[0] if mode else None))))
+    memfs, agent = sys.argv[1:]
+    print(json.dumps(asyncio.run(run(memfs, agent, json.load(sys.stdin)))))
 
 
 if __name__ == "__main__":

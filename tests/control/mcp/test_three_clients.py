@@ -188,31 +188,18 @@ def check_watch(agent: str, bird: str, got: dict[str, Any]) -> None:
 
 
 def test_the_python_sdk(personal: tuple[User, RootDaemon]) -> None:
-    """In the SDK's default connect mode (the 2026-07-28 protocol with memfs); the
-    subscription in the 2025 era's (``legacy``): see the test after this one."""
+    """The SDK's default connect mode: the 2026-07-28 protocol with memfs, where a
+    subscription is a ``subscriptions/listen`` stream."""
     user, _ = personal
-    client = [*PYTHON_CLIENT, MEMFS_BIN, "py-sdk"]
-    instructions, got = run_client(user, client, scenario("py-sdk", "py-rival", "heron"))
+    steps = scenario("py-sdk", "py-rival", "heron") | watch("py-sdk", "py-rival", "heron")
+    instructions, got = run_client(user, [*PYTHON_CLIENT, MEMFS_BIN, "py-sdk"], steps)
     check("py-sdk", "py-rival", "heron", instructions, got)
-    _, got = run_client(user, [*client, "legacy"], watch("py-sdk", "py-rival", "heron"))
     check_watch("py-sdk", "heron", got)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "memfs serves no subscriptions/listen (control/mcp/server.py: subscriptions=False), "
-    "the 2026-07-28 protocol's only way to subscribe to a resource: the Python SDK's "
-    "default connect mode cannot subscribe yet"))
-def test_the_python_sdk_subscribes_in_its_default_mode(
-        personal: tuple[User, RootDaemon]) -> None:
-    user, _ = personal
-    client = [*PYTHON_CLIENT, MEMFS_BIN, "py-sdk-listen"]
-    run_client(user, client, {"topic": scenario("py-sdk-listen", "py-rival", "ibis")["topic"]})
-    _, got = run_client(user, client, watch("py-sdk-listen", "py-rival", "ibis"))
-    check_watch("py-sdk-listen", "ibis", got)
-
-
 def test_the_typescript_sdk(personal: tuple[User, RootDaemon]) -> None:
-    """The SDK's own way of connecting: the initialize handshake (2025 era)."""
+    """The SDK's own way of connecting: the initialize handshake (2025 era), where a
+    subscription is ``resources/subscribe``."""
     if not (NODE_DIR / "@modelcontextprotocol" / "sdk" / "package.json").exists():
         pytest.fail("the TypeScript MCP SDK is not installed: run scripts/setup --test")
     user, _ = personal
