@@ -120,7 +120,8 @@ async def run(memfs: str, agent: str, plan: list[dict[str, Any]]) -> dict[str, A
                 results.append({"updated": list(updated)})
             else:
                 raise ValueError(f"unknown step {step!r}")
-        return {"instructions": client.instructions, "results": results}
+        return {"instructions": client.instructions, "protocol": client.protocol_version,
+                "results": results}
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tests.daemon.test_personal_user import RootDaemon, User, real_user
 from tests.support import REPO, scaled
@@ -45,6 +46,7 @@ def personal() -> Iterator[tuple[User, RootDaemon]]:
         daemon = RootDaemon(user)
         try:
             yield user, daemon
+            assert "Traceback" not in daemon.daemon.log()
         finally:
             daemon.stop()
 
@@ -114,8 +116,9 @@ def watch(agent: str, rival: str, bird: str) -> dict[str, dict[str, Any]]:
 
 
 def run_client(user: User, argv: list[str], steps: dict[str, dict[str, Any]]
-               ) -> tuple[str | None, dict[str, Any]]:
-    """The client's instructions from the server, and each step's result by name."""
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the client said of the connection (the server's ``instructions``; the
+    Python client: the ``protocol`` version), and each step's result by name."""
     done = subprocess.run(argv, input=json.dumps(list(steps.values())), capture_output=True,
                           text=True, user=user.uid, group=user.gid, extra_groups=[],
                           env=login_env(user), cwd=user.home, timeout=scaled(120),
@@ -123,11 +126,12 @@ def run_client(user: User, argv: list[str], steps: dict[str, dict[str, Any]]
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert len(out["results"]) == len(steps), out
-    return out["instructions"], dict(zip(steps, out["results"], strict=True))
+    return out, dict(zip(steps, out.pop("results"), strict=True))
 
 
 def check(agent: str, rival: str, bird: str, instructions: str | None,
           got: dict[str, Any]) -> None:
+    """The scenario's results, as they must be."""
     note, topic = f"notes/{agent}/plan.md", f"notes/{agent}/{bird}.md"
 
     def ok(name: str) -> str:
@@ -192,8 +196,9 @@ def test_the_python_sdk(personal: tuple[User, RootDaemon]) -> None:
     subscription is a ``subscriptions/listen`` stream."""
     user, _ = personal
     steps = scenario("py-sdk", "py-rival", "heron") | watch("py-sdk", "py-rival", "heron")
-    instructions, got = run_client(user, [*PYTHON_CLIENT, MEMFS_BIN, "py-sdk"], steps)
-    check("py-sdk", "py-rival", "heron", instructions, got)
+    connection, got = run_client(user, [*PYTHON_CLIENT, MEMFS_BIN, "py-sdk"], steps)
+    assert connection["protocol"] in MODERN_PROTOCOL_VERSIONS, connection
+    check("py-sdk", "py-rival", "heron", connection["instructions"], got)
     check_watch("py-sdk", "heron", got)
 
 
@@ -204,8 +209,8 @@ def test_the_typescript_sdk(personal: tuple[User, RootDaemon]) -> None:
         pytest.fail("the TypeScript MCP SDK is not installed: run scripts/setup --test")
     user, _ = personal
     steps = scenario("ts-sdk", "ts-rival", "egret") | watch("ts-sdk", "ts-rival", "egret")
-    instructions, got = run_client(user, [*TS_CLIENT, MEMFS_BIN, "ts-sdk"], steps)
-    check("ts-sdk", "ts-rival", "egret", instructions, got)
+    connection, got = run_client(user, [*TS_CLIENT, MEMFS_BIN, "ts-sdk"], steps)
+    check("ts-sdk", "ts-rival", "egret", connection["instructions"], got)
     check_watch("ts-sdk", "egret", got)
 
 
