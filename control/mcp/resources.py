@@ -5,10 +5,12 @@ Resources: every file the agent may read is ``memfs://STORE/PATH`` (the path's
 characters percent-encoded as a URI needs), listed 100 a page (``nextCursor``), and each
 store has the template ``memfs://STORE/{path}``. ``resources/read`` is a read like
 storage_read: the daemon records the version the agent saw, so a later write of that
-file is checked against it. ``resources/subscribe``: a watcher (one thread per client
-session, on a connection of its own so that it never changes what the session's
-connection last saw) asks every second for each subscribed file's version and sends
-``notifications/resources/updated`` when it changed; it stops when the session is gone.
+file is checked against it. ``resources/subscribe`` (in the 2026 protocol, which has no such
+method: a ``subscriptions/listen`` stream naming the files): a watcher (one thread per
+client session or stream, on a connection of its own so that it never changes what the
+session's connection last saw) asks every second for each subscribed file's version and
+sends ``notifications/resources/updated`` when it changed; it stops when the session or
+the stream is gone.
 
 Prompts: ``brief``, the start-of-session brief (optional argument ``store``).
 
@@ -23,7 +25,7 @@ import functools
 import logging
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
@@ -100,14 +102,16 @@ def refused(error: MemfsClientError, uri: str | None = None) -> Exception:
 
 
 class Watcher:
-    """The subscriptions of one client connection (the SDK's, which outlives each
-    request), and the thread that polls them; it holds the client connection weakly,
-    and ends once it is gone."""
+    """Subscribed files, and the thread that polls them: each change is handed to
+    ``send`` (a coroutine function, run on the loop of ``token``) for as long as
+    ``alive()`` says; the thread then closes ``connection``."""
 
-    def __init__(self, connection: Connection, session: Any, token: Any) -> None:
+    def __init__(self, connection: Connection, send: Callable[[str], Coroutine[Any, Any, None]],
+                 alive: Callable[[], bool], token: Any) -> None:
         self.connection = connection
-        self.session = weakref.ref(session)
-        self.token = token  # the session's event loop, to send from the thread
+        self.send = send
+        self.alive = alive
+        self.token = token  # the event loop that sends, to reach it from the thread
         self.versions: dict[str, str | None] = {}  # uri -> digest last seen
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
@@ -136,11 +140,9 @@ class Watcher:
         import anyio.from_thread
 
         stop = threading.Event()
-        while not stop.wait(POLL_SECONDS) and self.session() is not None:
+        while not stop.wait(POLL_SECONDS) and self.alive():
             with self.lock:
                 watched = dict(self.versions)
-            if not watched:
-                continue
             for uri, seen in watched.items():
                 now = self.digest(uri)
                 if now == seen:
@@ -148,19 +150,33 @@ class Watcher:
                 with self.lock:
                     if uri in self.versions:
                         self.versions[uri] = now
-                session = self.session()
-                if session is None:
+                if not self.alive():
                     stop.set()
                     break
                 try:
-                    anyio.from_thread.run(functools.partial(session.send_resource_updated, uri),
-                                          token=self.token)
+                    anyio.from_thread.run(self.send, uri, token=self.token)
                 except Exception as error:  # the session or its loop ended: nobody to tell
                     log.debug("resource watch ends: %r", error)
                     stop.set()
                     break
-                del session
         self.connection.close()
+
+
+def stat_of(path: str, client: Any) -> Any:
+    return client.stat(path)
+
+
+def session_watcher(connection: Connection, session: Any, token: Any) -> Watcher:
+    """The ``resources/subscribe`` subscriptions of one client connection (the SDK's,
+    which outlives each request), held weakly: its watch ends once it is gone."""
+    ref = weakref.ref(session)
+
+    async def send(uri: str) -> None:
+        current = ref()
+        if current is not None:
+            await current.send_resource_updated(uri)
+
+    return Watcher(connection, send, lambda: ref() is not None, token)
 
 
 def install(server: MCPServer[Any], tools: AgentTools, run: Run) -> None:
@@ -186,6 +202,8 @@ def install(server: MCPServer[Any], tools: AgentTools, run: Run) -> None:
         Resource,
         ResourceTemplate,
         SubscribeRequestParams,
+        SubscriptionsListenRequestParams,
+        SubscriptionsListenResult,
         TextContent,
         TextResourceContents,
         UnsubscribeRequestParams,
@@ -248,7 +266,7 @@ def install(server: MCPServer[Any], tools: AgentTools, run: Run) -> None:
         client = ctx.session._connection  # the client's connection; each request's session
         watcher = watchers.get(client)
         if watcher is None:
-            watcher = watchers[client] = Watcher(
+            watcher = watchers[client] = session_watcher(
                 tools.conn.twin(), client, anyio.lowlevel.current_token())
         await run(watcher.add, uri)
         return EmptyResult()
@@ -258,6 +276,34 @@ def install(server: MCPServer[Any], tools: AgentTools, run: Run) -> None:
         if watcher is not None:
             watcher.remove(str(params.uri))
         return EmptyResult()
+
+    async def listen(ctx: Any, params: SubscriptionsListenRequestParams
+                     ) -> SubscriptionsListenResult:
+        """``subscriptions/listen`` (the 2026-07-28 protocol's subscription): a stream
+        of ``notifications/resources/updated`` for the files it names, each checked as
+        ``resources/subscribe`` checks it; the other kinds are acknowledged and never
+        sent (no list here changes while a client is connected)."""
+        from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+        from mcp.shared.subscriptions import ResourceUpdated
+
+        uris = [str(uri) for uri in params.notifications.resource_subscriptions or ()]
+        for uri in uris:
+            await call(functools.partial(stat_of, path_of(uri)), uri)
+        bus = InMemorySubscriptionBus()  # this stream's own: no other stream's files
+        ended = threading.Event()
+
+        async def send(uri: str) -> None:
+            await bus.publish(ResourceUpdated(uri=uri))
+
+        if uris:
+            watcher = Watcher(tools.conn.twin(), send, lambda: not ended.is_set(),
+                              anyio.lowlevel.current_token())
+            for uri in uris:
+                await run(watcher.add, uri)
+        try:
+            return await ListenHandler(bus)(ctx, params)
+        finally:
+            ended.set()
 
     brief = Prompt(name="brief", title="Start-of-session brief", description=BRIEF_PROMPT,
                    arguments=[PromptArgument(name="store", required=False, description=(
@@ -287,7 +333,20 @@ def install(server: MCPServer[Any], tools: AgentTools, run: Run) -> None:
             ("resources/read", ReadResourceRequestParams, read_resource),
             ("resources/subscribe", SubscribeRequestParams, subscribe),
             ("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe),
+            ("subscriptions/listen", SubscriptionsListenRequestParams, listen),
             ("prompts/list", PaginatedRequestParams, list_prompts),
             ("prompts/get", GetPromptRequestParams, get_prompt)):
         lowlevel.add_request_handler(method, kind, handler)  # type: ignore[arg-type]
+    advertised = lowlevel.get_capabilities
+
+    def capabilities(*args: Any, **kwargs: Any) -> Any:
+        # Serving subscriptions/listen makes the SDK claim every list changes at the
+        # 2026 era; none does here, as at the handshake era: say so in both.
+        found = advertised(*args, **kwargs)
+        for kind in (found.tools, found.prompts, found.resources):
+            if kind is not None:
+                kind.list_changed = False
+        return found
+
+    lowlevel.get_capabilities = capabilities  # type: ignore[method-assign]
 

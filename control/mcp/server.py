@@ -51,9 +51,8 @@ def build_server(tools: AgentTools, instructions: str = INSTRUCTIONS, *,
     import anyio.to_thread
     from mcp.server.mcpserver import MCPServer
 
-    # subscriptions=False: no subscriptions/listen stream, which would advertise list
-    # changes (listChanged, resources.subscribe) in server/discover that memfs never
-    # sends and initialize does not claim: both now say what the server does
+    # subscriptions=False: not the SDK's subscriptions/listen, whose streams carry list
+    # changes that memfs never sends; resources.install serves its own (files only)
     server: MCPServer[Any] = MCPServer("memfs", version=package_version(),
                                        instructions=instructions, log_level="WARNING",
                                        subscriptions=False)

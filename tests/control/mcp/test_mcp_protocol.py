@@ -1,6 +1,7 @@
 """What ``memfs mcp`` says about itself over stdio, to the official SDK client with
 both protocols (the initialize handshake, "legacy", and the 2026 ``server/discover``,
-"auto"): one set of capabilities (resources/subscribe only in the handshake era), the
+"auto"): one set of capabilities (resources.subscribe in both: resources/subscribe, or
+a subscriptions/listen stream in the 2026 protocol), the
 installed package's version as ``serverInfo.version``, and a call of a tool that does
 not exist is a JSON-RPC error (-32602 invalid params, the spec's tools section), not a
 tool result. The same over
@@ -21,12 +22,12 @@ from tests.support import Daemon
 
 def no_change_notifications(capabilities: ServerCapabilities, mode: str = "auto") -> None:
     """memfs never sends list changes; it serves tools, prompts and resources, and
-    resources/subscribe in the handshake era (the 2026 protocol has no such method: its
-    changes go through subscriptions/listen, which memfs does not serve)."""
+    resource subscriptions (resources/subscribe in the handshake era; the 2026 protocol
+    has no such method: a subscriptions/listen stream naming the files)."""
     for kind in (capabilities.tools, capabilities.prompts, capabilities.resources):
         assert kind is not None and not kind.list_changed, capabilities
     assert capabilities.resources is not None
-    assert capabilities.resources.subscribe is (mode == "legacy")
+    assert capabilities.resources.subscribe is True, (mode, capabilities)
 
 
 async def unknown_tool_is_a_protocol_error(client: McpClient) -> None:
@@ -55,9 +56,7 @@ async def test_initialize_and_discover_advertise_the_same_capabilities(daemon: D
             seen[mode] = client.server_capabilities
     for mode in MODES:
         no_change_notifications(seen[mode], mode)
-    # the same but for resources/subscribe, which only the handshake era has
-    assert seen["legacy"].model_copy(update={"resources": None}) == \
-        seen["auto"].model_copy(update={"resources": None})
+    assert seen["legacy"] == seen["auto"]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -201,3 +201,31 @@ def test_client_mistakes_over_raw_stdio_are_the_specs_codes_without_a_traceback(
     for id_, (method, _, code) in mistakes.items():
         assert replies[id_].get("error", {}).get("code") == code, (method, replies[id_])
     assert "Traceback" not in stderr and "Error" not in stderr, stderr
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_listen_stream_of_the_2026_protocol_is_notified(
+        team_daemon: Daemon, token: str, transport: str) -> None:
+    """The 2026 protocol has no resources/subscribe: a ``subscriptions/listen`` stream
+    naming the file gets ``notifications/resources/updated`` (only its files'); one
+    naming a file that is not there is refused before it starts, with -32002."""
+    uri = f"memfs://team/listened-{transport}.md"
+    with connect_as(UID_B, team_daemon.socket) as bob:
+        bob.write(f"team/listened-{transport}.md", "one\n")
+        bob.write(f"team/unlistened-{transport}.md", "one\n")
+    connected = (mcp_session(team_daemon.socket, uid=UID_B, mode="auto")
+                 if transport == "stdio" else mcp_http(team_daemon, token, mode="auto"))
+    async with connected as client:
+        assert client.server_capabilities.resources is not None
+        assert client.server_capabilities.resources.subscribe
+        async with client.listen(resource_subscriptions=[uri]) as sub:
+            with connect_as(0, team_daemon.socket, as_agent="dave") as dave:
+                dave.write(f"team/unlistened-{transport}.md", "two\n", force=True)
+                dave.write(f"team/listened-{transport}.md", "two\n", force=True)
+            with anyio.fail_after(scaled(15)):
+                event = await sub.__anext__()
+            assert getattr(event, "uri", None) == uri, event
+        with pytest.raises(MCPError) as refused:
+            async with client.listen(resource_subscriptions=["memfs://team/none.md"]):
+                pass
+        assert refused.value.code == RESOURCE_NOT_FOUND
