@@ -28,7 +28,21 @@ def test_the_box_gets_every_package_scripts_setup_installs() -> None:
     done = subprocess.run(["vagrant/build-box", "--packages"], cwd=REPO,
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    assert set(done.stdout.split()) == wanted
+    assert set(done.stdout.split()) == wanted | {"npm"}  # setup adds npm where it is missing
+
+
+def test_the_box_gets_the_npm_packages_scripts_setup_installs() -> None:
+    """scripts/setup --test installs Node 22, the conformance suite and the TypeScript
+    SDK with npm --offline from the box's npm cache: build-box must fill it with them."""
+    script = ("source <(grep -E '^(conformance_version|ts_sdk_version|npm_pins)=' "
+              "scripts/setup); echo \"${npm_pins[@]}\"")
+    pinned = subprocess.run(["bash", "-c", script], cwd=REPO, capture_output=True,
+                            text=True, check=True).stdout.split()
+    assert "node@22" in pinned and any("conformance@" in pin for pin in pinned)
+    done = subprocess.run(["vagrant/build-box", "--npm-pins"], cwd=REPO,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == pinned
 
 
 def test_the_box_gets_the_wheels_of_scripts_setups_pins() -> None:
