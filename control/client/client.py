@@ -166,6 +166,13 @@ class InternalError(MemfsClientError):
     code = "internal"
 
 
+class UnauthenticatedError(MemfsClientError):
+    """The daemon's HTTP listener refused the bearer token (unknown, revoked or
+    expired) or got none (control/client/http.py)."""
+
+    code = "unauthenticated"
+
+
 class ConnectionFailed(MemfsClientError):
     code = "connection"
 
