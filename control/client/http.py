@@ -190,8 +190,8 @@ class HttpTransport:
         where = self.socket_path
         if isinstance(error, ssl.SSLCertVerificationError):
             return ConnectionFailed(
-                f"TLS: cannot verify {where}: {error.verify_message} (a self-signed daemon: "
-                f"--cacert FILE or {CACERT_ENV})")
+                f"TLS: the certificate of {where} is not trusted: {error.verify_message} "
+                f"(a self-signed daemon: --cacert FILE or {CACERT_ENV})")
         if isinstance(error, ssl.SSLError):
             return ConnectionFailed(f"TLS with {where} failed: {error.reason or error} "
                                     "(is it https? the URL's scheme must match the listener)")
