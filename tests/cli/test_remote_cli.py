@@ -122,6 +122,7 @@ def test_memory_commands(daemon: Daemon, token_files: dict[str, str]) -> None:
     assert "far" in memfs("decision", "show", made)
     assert memfs("brief").startswith("# Brief for bob")
     assert "tasks" in memfs("summary")
+    ok(remote(daemon, bob, "mirror", "status"))  # none configured: nothing to say
     claimed = remote(daemon, token_files["alice"], "task", "claim", "remote-t", "--store",
                      "team")
     one_line(claimed, 3, "closed")  # done: closed to claims, exit 3 as over the socket

@@ -295,3 +295,15 @@ def test_a_closed_connection_is_reopened(daemon: Daemon, token_files: dict[str, 
         assert sock is not None
         sock.shutdown(socket.SHUT_RDWR)  # as if the daemon had closed it
         assert alice.read("notes/reopen.md")["text"] == "x\n"
+
+
+def test_the_http_client_is_standard_library_only() -> None:
+    """`memfs --url ... cat` starts without the server stack or any HTTP package."""
+    import subprocess
+    import sys
+
+    code = ("import sys, memfs.cli, control.client.http; bad = {'trio', 'pydantic', "
+            "'httpx', 'starlette', 'anyio', 'h11', 'blake3', 'memfs.store'} & set(sys.modules); "
+            "print(sorted(bad)); sys.exit(bool(bad))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stdout
