@@ -279,7 +279,9 @@ class HttpTransport:
             message = (f"HTTP {status} from {self.socket_path} without a memfs problem "
                        "document (is the URL a memfs daemon's?)")
         details = problem.get("details")
-        return error_for(code, message, details if isinstance(details, dict) else None)
+        error = error_for(code, message, details if isinstance(details, dict) else None)
+        error.precondition_failed = status == 412  # type: ignore[attr-defined]
+        return error
 
     # -- ops -------------------------------------------------------------------------
 
@@ -398,10 +400,8 @@ class HttpTransport:
             result: dict[str, Any] = send()
             return result
         except ConflictError as error:
-            if expect is None or "seen_digest" not in error.details or \
-                    error.details.get("seen_digest") is not None or \
-                    error.details.get("seen_absent"):
-                raise
+            if expect is None or not getattr(error, "precondition_failed", False):
+                raise  # the daemon's own check of the agent's record: its words
             raise _stale(path, expect, error.details) from None
 
     def _op_write(self, path: str, force: bool = False, expect: str | None = None,

@@ -610,8 +610,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not hasattr(args, name):
             setattr(args, name, default)
     try:
-        args.url = _remote(args)
-        args.as_agent = None if args.url else _acting_as(args)
+        remote = _remote(args)
+        args.as_agent = None if remote else _acting_as(args)
     except Usage as error:
         print(f"memfs: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -633,7 +633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         return code
     try:
-        with _connect(args) as client:
+        with _connect(args, remote) as client:
             code = args.func(client, args)
             return code
     except MemfsClientError as error:
@@ -653,6 +653,8 @@ LOCAL_ONLY = frozenset({"serve", "mcp", "attach", "detach", "token", "agent"})
 def _remote(args: Any) -> str | None:
     """The daemon URL to use (``--url``, else ``MEMFS_URL`` unless ``--socket`` is
     given), or None for the socket. Raises Usage for what cannot go with a URL."""
+    if args.command == "mount":
+        return None  # a remote mount takes its URL itself
     if args.url is None and (args.socket or args.command in LOCAL_ONLY):
         return None  # MEMFS_URL is for the commands that can use it
     url = args.url or os.environ.get("MEMFS_URL") or None
@@ -668,15 +670,15 @@ def _remote(args: Any) -> str | None:
     return str(url)
 
 
-def _connect(args: Any) -> Client:
-    """The client of the command: over HTTP to ``args.url`` (with the token file and
-    CA file of the options or environment), else over the daemon's socket."""
-    if args.url is None:
+def _connect(args: Any, url: str | None) -> Client:
+    """The client of the command: over HTTP to ``url`` (with the token file and CA
+    file of the options or environment), else over the daemon's socket."""
+    if url is None:
         return Client(args.socket, as_agent=args.as_agent)
     from control.client.http import CACERT_ENV, http_client
     from control.client.tokenfile import token_file_path
 
-    client: Client = http_client(args.url, token_file_path(args.token_file),
+    client: Client = http_client(url, token_file_path(args.token_file),
                                  cafile=args.cacert or os.environ.get(CACERT_ENV) or None)
     return client
 
