@@ -244,7 +244,8 @@ class HttpTransport:
             if response.getheader("Connection", "").lower() == "close":
                 self.close()
             if response.status >= 400:
-                raise self._error(response.status, response.headers, data)
+                raise self._error(response.status, response.headers, data,
+                                  path if method == "HEAD" else None)
             return response.status, response.headers, data
         raise AssertionError("unreachable")
 
@@ -254,8 +255,10 @@ class HttpTransport:
             return "true" if value else "false"
         return str(value)
 
-    def _error(self, status: int, headers: http.client.HTTPMessage, data: bytes
-               ) -> MemfsClientError:
+    def _error(self, status: int, headers: http.client.HTTPMessage, data: bytes,
+               head: str | None = None) -> MemfsClientError:
+        """The exception of an error answer: its problem document's code and detail, or
+        for one without (a HEAD of ``head``, or not a memfs daemon's) its status."""
         problem: dict[str, Any] = {}
         if "json" in (headers.get("Content-Type") or ""):
             try:
@@ -276,8 +279,13 @@ class HttpTransport:
                         409: "conflict", 412: "conflict", 413: "too_large", 503: "busy",
                         507: "no_space"}
             code = fallback.get(status, "internal")
-            message = (f"HTTP {status} from {self.socket_path} without a memfs problem "
-                       "document (is the URL a memfs daemon's?)")
+            reason = http.client.responses.get(status, "error")
+            if head is not None:  # a HEAD's answer has no body: say what it was about
+                file = head.removeprefix("/v1/stores/").replace("/files/", "/", 1)
+                message = f"{file}: {reason.lower()} (HTTP {status})"
+            else:
+                message = (f"HTTP {status} {reason} from {self.socket_path} without a "
+                           "memfs problem document (is the URL a memfs daemon's?)")
         details = problem.get("details")
         error = error_for(code, message, details if isinstance(details, dict) else None)
         error.precondition_failed = status == 412  # type: ignore[attr-defined]

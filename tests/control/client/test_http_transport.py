@@ -180,7 +180,7 @@ def test_errors_are_the_same_classes(connect: Connect, request: pytest.FixtureRe
         carol.write(unique("no.md", request), b"x")
     with pytest.raises(NotFoundError, match="no store named"):
         carol.read("team2/anything.md")  # not one of hers: no such store, to her
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match=r"missing\.md"):
         carol.stat(unique("missing.md", request))
     with pytest.raises(InvalidError):
         carol.call("task_add", store="team", task="bad id!", title="x")
