@@ -34,6 +34,7 @@ from control.client.client import (
     ConnectionFailed,
     InvalidError,
     MemfsClientError,
+    NotFoundError,
     UnauthenticatedError,
     UnavailableError,
     error_for,
@@ -193,8 +194,9 @@ class HttpTransport:
                 f"TLS: the certificate of {where} is not trusted: {error.verify_message} "
                 f"(a self-signed daemon: --cacert FILE or {CACERT_ENV})")
         if isinstance(error, ssl.SSLError):
-            return ConnectionFailed(f"TLS with {where} failed: {error.reason or error} "
-                                    "(is it https? the URL's scheme must match the listener)")
+            reason = error.reason or "the connection closed during the handshake"
+            return ConnectionFailed(f"TLS with {where} failed: {reason} (is it https? the "
+                                    "URL's scheme must match the listener)")
         if isinstance(error, http.client.RemoteDisconnected | http.client.BadStatusLine):
             return ConnectionFailed(f"{where} closed the connection without an HTTP answer "
                                     "(is it a memfs daemon's [http] listener, with the "
@@ -476,6 +478,7 @@ class HttpTransport:
     def _op_list(self, patterns: list[str]) -> dict[str, Any]:
         stores = [str(s["name"]) for s in self.stores()]
         wanted: dict[str, list[str]] = {}
+        expanded: set[str] = set()  # stores a wildcard named: nothing there is no error
         for pattern in patterns or ["**"]:
             store, rest = _split(pattern)
             if store == "**":  # across stores and folders: within each store
@@ -488,10 +491,16 @@ class HttpTransport:
                 names, glob = [store], rest or "**"
             for name in names:
                 wanted.setdefault(name, []).append(glob)
+            if names != [store]:
+                expanded.update(names)
         found: set[str] = set()
         for name, globs in wanted.items():
-            found.update(self._json("GET", f"/v1/stores/{name}/files",
-                                    query={"glob": globs})["paths"])
+            try:
+                found.update(self._json("GET", f"/v1/stores/{name}/files",
+                                        query={"glob": globs})["paths"])
+            except NotFoundError:
+                if name not in expanded:
+                    raise
         return {"paths": sorted(found)}
 
     def _op_search(self, args: list[str], format: str = "text") -> dict[str, Any]:

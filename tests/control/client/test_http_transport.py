@@ -307,3 +307,25 @@ def test_the_http_client_is_standard_library_only() -> None:
             "print(sorted(bad)); sys.exit(bool(bad))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stdout
+
+
+@pytest.mark.parametrize("patterns", [
+    (), ("notes/**",), ("notes",), ("*/x",), ("**/*.md",), ("*/list/*.md",),
+    ("notes/list/a.md", "ops/**"), ("/memory/notes/list/*",), ("notes/nowhere/*",),
+    ("nostore/**",),
+])
+def test_list_as_over_the_socket(daemon: Daemon, token_files: dict[str, str],
+                                 patterns: tuple[str, ...]) -> None:
+    """ls over HTTP lists a store at a time: the same paths (or error) as the socket."""
+    with connect_as(UID_A, daemon.socket) as over_socket, \
+            http_client(daemon.http_url, token_files["alice"]) as over_http:
+        for name in ("a.md", "b.txt", "sub/c.md"):
+            over_socket.write(f"notes/list/{name}", b"x", force=True)
+        over_socket.write("ops/list/d.md", b"x", force=True)
+        outcomes = []
+        for client in (over_socket, over_http):
+            try:
+                outcomes.append(sorted(client.list(*patterns)))
+            except NotFoundError as error:
+                outcomes.append(["not found", error.message])
+        assert outcomes[0] == outcomes[1]
