@@ -86,7 +86,9 @@ OPERATOR_OPS = ("token_create", "token_list", "token_revoke", "agent_list", "age
 def parse_url(url: str) -> tuple[str, str, int, str]:
     """(scheme, host, port, base path) of a daemon's URL such as
     ``https://memfs.example:7800`` (a path prefix is kept, for a proxy); raises
-    InvalidError naming what is wrong."""
+    InvalidError naming what is wrong. Plain ``http://`` only to a loopback host: the
+    daemon serves nothing else without TLS, and the token must not cross a network
+    in clear text."""
     try:
         parts = urlsplit(url.strip())
         port = parts.port
@@ -99,8 +101,24 @@ def parse_url(url: str) -> tuple[str, str, int, str]:
     if parts.query or parts.fragment or parts.username or parts.password:
         raise InvalidError(f"bad URL {url!r}: give scheme, host, port and path only "
                            "(the token comes from --token-file)")
+    if parts.scheme == "http" and not _loopback(parts.hostname):
+        raise InvalidError(f"bad URL {url!r}: http:// would send the token in clear text; "
+                           "use https:// (plain http only to localhost, 127.0.0.0/8, ::1, "
+                           "as the daemon serves it)")
     default = 443 if parts.scheme == "https" else 80
     return parts.scheme, parts.hostname, port or default, parts.path.rstrip("/")
+
+
+def _loopback(host: str) -> bool:
+    """localhost or a loopback address (memfs/config.py's rule for a plain listener)."""
+    if host == "localhost":
+        return True
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _split(path: str) -> tuple[str, str]:

@@ -265,10 +265,19 @@ def test_token_file_must_be_private(daemon: Daemon, tmp_path: Path,
 
 
 @pytest.mark.parametrize("url", ["ftp://host", "host:7800", "http://", "http://h:99999",
-                                 "http://user:pw@h", "https://h/?x=1"])
+                                 "http://user:pw@h", "https://h/?x=1",
+                                 "http://memfs.example:7800", "http://10.0.0.2"])
 def test_bad_urls(url: str) -> None:
     with pytest.raises(InvalidError, match="bad URL"):
         HttpTransport(url, "token")
+
+
+def test_plain_http_only_to_loopback() -> None:
+    with pytest.raises(InvalidError, match="clear text"):
+        HttpTransport("http://memfs.example", "token")
+    for url in ("http://localhost:7800", "http://127.0.0.2", "http://[::1]:80/prefix",
+                "https://memfs.example", "https://10.0.0.2:7800"):
+        HttpTransport(url, "token").close()
 
 
 def test_unreachable() -> None:
