@@ -48,8 +48,9 @@ from control.http.problems import Problem, flag, guarded, json_object, query, re
 from control.http.recall import recall, wants_recall
 from control.ops.dispatcher import Dispatcher
 from control.socket.server import max_line_bytes
+from memfs.store import backing
 from memfs.store.globs import MAX_GLOB_CHARS
-from memfs.store.paths import glob_pattern
+from memfs.store.paths import MemPath, glob_pattern, parse_path
 
 
 def agent_of(request: Request) -> str:
@@ -110,6 +111,19 @@ class Api:
         return result
 
 
+def read_unrecorded(api: Api, agent: str, path: MemPath) -> tuple[bytes, dict[str, Any]]:
+    """The current version's bytes and its digest, size and last writer, recorded as
+    nothing (the agent's record stays as it was: a remote mount's scan). Raises
+    NotFound, PermissionDenied, InvalidInput."""
+    pinned = api.dispatcher.engine.open_version(agent, path, record=False)
+    with backing.closing_fd(pinned.fd):
+        data = backing.read_all(pinned.fd, pinned.version.size)
+    version = pinned.version
+    return data, {"digest": version.digest, "size": version.size,
+                  "last_writer": version.last_write.agent,
+                  "last_written_at": version.last_write.at}
+
+
 def location(request: Request) -> str:
     """The request's own path as a header carries it: percent-encoded UTF-8 (RFC 3986),
     so that any name (``日本語.md``, ``a b%c.md``) gives a valid, ASCII header."""
@@ -142,6 +156,8 @@ def _version_headers(result: dict[str, Any]) -> dict[str, str]:
     headers = {"ETag": _tag(result["digest"]),
                "X-Memfs-Changed-Since-Last-Read":
                    "true" if result.get("changed_since_last_read") else "false"}
+    if "seen" in result:  # a stat's: what the agent last read or wrote (user.memfs.seen)
+        headers["X-Memfs-Seen"] = result["seen"] or ""
     if result.get("last_writer"):
         headers["X-Memfs-Last-Writer"] = str(result["last_writer"])
     if result.get("last_written_at"):
@@ -174,7 +190,18 @@ def routes(api: Api) -> list[Route]:
     @guarded
     async def read_file(request: Request) -> Response:
         path = _file_path(request)
-        at = query(request, {"at": "rev"}).get("rev")
+        asked = query(request, {"at": "rev", "record": "record"})
+        at = asked.get("rev")
+        if "record" in asked and not flag(asked["record"], "record"):
+            if at is not None or request.method == "HEAD":
+                raise p.ProtocolError("invalid", "record=false is for a GET of the "
+                                      "current version (a HEAD or ?at= records nothing)")
+            data, info = await anyio.to_thread.run_sync(
+                read_unrecorded, api, agent_of(request), parse_path(path))
+            headers = _version_headers(info)
+            if not_modified(request, info["digest"]):
+                return Response(status_code=304, headers=headers)
+            return Response(data, headers=headers, media_type=_media_type(path))
         if request.method == "HEAD" and at is None:
             info = await api.execute(request, "stat", {"path": path})
             headers = _version_headers(info)

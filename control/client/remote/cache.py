@@ -1,0 +1,224 @@
+"""What the remote mount keeps: its inode table, the folder listings and file contents
+it fetched, and what a change makes stale (the kernel invalidations to do).
+
+Trust. A cached listing is used only while the change stream is connected
+(``trusted``): every change the daemon acknowledges reaches the stream before any
+later request, and `changed` drops what it made stale. While the stream is down the
+mount asks the daemon every time; what it cached stays only for ``--stale-ok``.
+
+Races. A listing fetched while a change arrives may predate it: each store has a
+generation, bumped by every change in it, and a listing is kept only if its store's
+generation did not move while it was fetched (`Cache.generation`, `Cache.keep`).
+
+Contents are kept by digest and always validated at open (``If-None-Match``), so a
+change never needs to drop them; they only make a warm open cheap (a 304) and serve
+``--stale-ok``. Everything is bounded: MAX_FOLDERS listings, MAX_ENTRIES entries in
+them, ``content_bytes`` of contents.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pyfuse3
+
+ROOT = pyfuse3.ROOT_INODE
+MAX_FOLDERS = 4096
+MAX_ENTRIES = 500_000  # entries in all kept listings (~200 bytes each)
+CONTENT_BYTES = 64 * 1024 * 1024  # file contents kept (default of --cache-mib)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A file or folder as its folder's listing gives it."""
+
+    is_dir: bool
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+
+@dataclass(slots=True)
+class Listing:
+    mtime_ns: int
+    ctime_ns: int
+    entries: dict[str, Entry]
+    fetched: float = field(default_factory=time.monotonic)
+
+
+@dataclass(eq=False, slots=True)
+class Node:
+    ino: int
+    store: str  # "" for the root
+    rel: str  # below the store, "" for the store's folder
+    is_dir: bool
+    parent: int
+    # what the kernel was last told of this file: size, and the digest whose pages it
+    # may cache (None: none it may keep)
+    kernel_size: int | None = None
+    page_digest: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.rel.rpartition("/")[2] if self.rel else self.store
+
+    @property
+    def path(self) -> str:
+        """STORE/REL (the store alone for its folder)."""
+        return f"{self.store}/{self.rel}" if self.rel else self.store
+
+
+class Cache:
+    """Thread-safe: the FUSE handlers (the trio thread) read it, the change stream's
+    thread invalidates it."""
+
+    def __init__(self, content_bytes: int = CONTENT_BYTES) -> None:
+        self._lock = threading.Lock()
+        self.root = Node(ROOT, "", "", True, ROOT)
+        self._nodes: dict[int, Node] = {ROOT: self.root}
+        self._by_key: dict[tuple[str, str, bool], Node] = {}
+        self._next_ino = itertools.count(ROOT + 1)
+        self.stores: list[str] | None = None  # the agent's, as the daemon lists them
+        self._listings: collections.OrderedDict[tuple[str, str], Listing] = \
+            collections.OrderedDict()
+        self._entries = 0
+        self._contents: collections.OrderedDict[str, tuple[str, bytes]] = \
+            collections.OrderedDict()
+        self._content_bytes = 0
+        self.content_budget = content_bytes
+        self._generations: dict[str, int] = collections.defaultdict(int)
+        self._epoch = 0  # bumped by every resync (covers every store)
+        self.trusted = False  # the change stream is connected
+        self.lost_at = time.monotonic()  # when it was last lost (or never had)
+
+    # -- nodes --------------------------------------------------------------------------
+
+    def node(self, ino: int) -> Node | None:
+        return self._nodes.get(ino)
+
+    def child(self, parent: Node, name: str, is_dir: bool) -> Node:
+        """The node of ``name`` in folder ``parent`` (a store below the root), made on
+        first use; one inode per (store, path, kind) for the mount's life."""
+        if parent.ino == ROOT:
+            key = (name, "", True)
+        else:
+            key = (parent.store, f"{parent.rel}/{name}" if parent.rel else name, is_dir)
+        node = self._by_key.get(key)
+        if node is None:
+            with self._lock:
+                node = self._by_key.get(key)
+                if node is None:
+                    node = Node(next(self._next_ino), key[0], key[1], key[2], parent.ino)
+                    self._nodes[node.ino] = node
+                    self._by_key[key] = node
+        return node
+
+    # -- listings -------------------------------------------------------------------------
+
+    def generation(self, store: str) -> tuple[int, int]:
+        return self._epoch, self._generations[store]
+
+    def listing(self, store: str, rel: str, *, stale_ok: float = 0.0) -> Listing | None:
+        """The kept listing of STORE/REL, if it may be used: while trusted, or within
+        ``stale_ok`` seconds of losing the stream."""
+        if not self.trusted and (not stale_ok or time.monotonic() - self.lost_at > stale_ok):
+            return None
+        with self._lock:
+            found = self._listings.get((store, rel))
+            if found is not None:
+                self._listings.move_to_end((store, rel))
+            return found
+
+    def keep(self, store: str, rel: str, listing: Listing, generation: tuple[int, int]
+             ) -> bool:
+        """Keep a listing fetched from ``generation`` on, unless a change came since;
+        True if kept."""
+        with self._lock:
+            if (self._epoch, self._generations[store]) != generation:
+                return False
+            old = self._listings.pop((store, rel), None)
+            if old is not None:
+                self._entries -= len(old.entries)
+            self._listings[(store, rel)] = listing
+            self._entries += len(listing.entries)
+            while self._listings and (len(self._listings) > MAX_FOLDERS
+                                      or self._entries > MAX_ENTRIES):
+                _key, dropped = self._listings.popitem(last=False)
+                self._entries -= len(dropped.entries)
+            return True
+
+    # -- contents -------------------------------------------------------------------------
+
+    def content(self, path: str) -> tuple[str, bytes] | None:
+        with self._lock:
+            found = self._contents.get(path)
+            if found is not None:
+                self._contents.move_to_end(path)
+            return found
+
+    def keep_content(self, path: str, digest: str, data: bytes) -> None:
+        if len(data) > self.content_budget // 4:
+            return
+        with self._lock:
+            old = self._contents.pop(path, None)
+            if old is not None:
+                self._content_bytes -= len(old[1])
+            self._contents[path] = (digest, data)
+            self._content_bytes += len(data)
+            while self._content_bytes > self.content_budget:
+                _path, (_digest, dropped) = self._contents.popitem(last=False)
+                self._content_bytes -= len(dropped)
+
+    # -- changes ----------------------------------------------------------------------
+
+    def changed(self, store: str, path: str) -> list[tuple[int, str | None]]:
+        """A change of STORE/PATH (``path`` empty: anything in the store). Drops the
+        listings it made stale and returns the kernel invalidations to do, outside any
+        lock: (inode, None) for an inode's attributes and pages, (folder inode, name)
+        for an entry."""
+        with self._lock:
+            self._generations[store] += 1
+            store_node = self._by_key.get((store, "", True))
+            if not path:
+                for key in [key for key in self._listings if key[0] == store]:
+                    self._entries -= len(self._listings.pop(key).entries)
+                nodes = [n for n in self._nodes.values() if n.store == store]
+                return [(n.ino, None) for n in nodes] + [(n.parent, n.name) for n in nodes]
+            names = path.split("/")
+            todo: list[tuple[int, str | None]] = []
+            folder = store_node
+            for depth in range(len(names)):
+                rel = "/".join(names[:depth])
+                dropped = self._listings.pop((store, rel), None)
+                if dropped is not None:
+                    self._entries -= len(dropped.entries)
+                if folder is not None:
+                    todo.append((folder.ino, None))
+                    todo.append((folder.ino, names[depth]))
+                folder = self._by_key.get((store, "/".join(names[: depth + 1]), True))
+            for is_dir in (False, True):
+                node = self._by_key.get((store, path, is_dir))
+                if node is not None:
+                    todo.append((node.ino, None))
+            return todo
+
+    def resync(self, *, trusted: bool) -> list[tuple[int, str | None]]:
+        """Everything may have changed (the stream was lost, came back, or fell behind):
+        drop every listing and the stores; returns the invalidations of every node."""
+        with self._lock:
+            self._epoch += 1
+            if self.trusted and not trusted:
+                self.lost_at = time.monotonic()
+            self.trusted = trusted
+            if trusted:  # (kept while untrusted, for --stale-ok)
+                self._listings.clear()
+                self._entries = 0
+                self.stores = None
+            nodes = [n for n in self._nodes.values() if n.ino != ROOT]
+        for node in nodes:
+            node.page_digest = None
+        return [(n.ino, None) for n in nodes] + [(n.parent, n.name) for n in nodes]

