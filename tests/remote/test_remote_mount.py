@@ -8,6 +8,7 @@ killed and restarted under a reader, a revoked token, a killed mount."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 import urllib.error
@@ -162,3 +163,61 @@ def test_killed_mount_leaves_no_mount(user: User, daemon: Daemon) -> None:
     finally:
         remote.stop()
 
+
+
+# 16 writers, each replacing its own file over REST with alice's token and then
+# polling stat through the mount until it shows the new size: seconds from the
+# daemon's acknowledgement to visibility, per write.
+FRESHNESS = r"""
+import http.client, json, os, sys, threading, time
+from urllib.parse import urlsplit
+url, token_file, mount, writers, rounds = sys.argv[1:6]
+token = open(token_file).read().strip()
+host = urlsplit(url)
+latencies, errors = [], []
+def writer(k):
+    conn = http.client.HTTPConnection(host.hostname, host.port, timeout=30)
+    path = os.path.join(mount, "notes", "fresh", f"w{k}.md")
+    for n in range(1, int(rounds) + 1):
+        body = b"x" * (n * 7 + k)
+        conn.request("PUT", f"/v1/stores/notes/files/fresh/w{k}.md?force=true", body=body,
+                     headers={"Authorization": f"Bearer {token}"})
+        response = conn.getresponse(); response.read()
+        if response.status not in (200, 201):
+            errors.append(response.status); return
+        acked = time.perf_counter()
+        while True:
+            try:
+                if os.stat(path).st_size == len(body):
+                    break
+            except FileNotFoundError:
+                pass
+            if time.perf_counter() - acked > 5:
+                errors.append(f"w{k} round {n}: not visible after 5 s"); return
+            time.sleep(0.0005)
+        latencies.append(time.perf_counter() - acked)
+threads = [threading.Thread(target=writer, args=(k,)) for k in range(int(writers))]
+for t in threads: t.start()
+for t in threads: t.join()
+print(json.dumps({"latencies": latencies, "errors": errors}))
+"""
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def test_freshness_under_16_writers(user: User, daemon: Daemon) -> None:
+    """A change acknowledged by the daemon is visible (stat's size) through the remote
+    mount within 100 ms at the 99th percentile, 16 writers at once."""
+    with remote_mount(user, daemon, "alice") as remote:
+        result = remote.run(FRESHNESS, daemon.http_url, str(remote.token_path),
+                            str(remote.mountpoint), os.environ.get("W", "16"), "25", timeout=300)
+        assert not result["errors"], result["errors"]
+        latencies = result["latencies"]
+        assert len(latencies) == int(os.environ.get("W", "16")) * 25
+        worst = p99(latencies)
+        print(f"freshness p99 {worst * 1000:.1f} ms, median "
+              f"{sorted(latencies)[len(latencies) // 2] * 1000:.1f} ms over {len(latencies)}")
+        assert worst < 0.1

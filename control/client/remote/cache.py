@@ -23,6 +23,7 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyfuse3
 
@@ -48,6 +49,7 @@ class Listing:
     ctime_ns: int
     entries: dict[str, Entry]
     fetched: float = field(default_factory=time.monotonic)
+    racing: bool = False  # a change came while it was fetched: not kept, not cached
 
 
 @dataclass(eq=False, slots=True)
@@ -175,13 +177,20 @@ class Cache:
 
     # -- changes ----------------------------------------------------------------------
 
-    def changed(self, store: str, path: str) -> list[tuple[int, str | None]]:
-        """A change of STORE/PATH (``path`` empty: anything in the store). Drops the
-        listings it made stale and returns the kernel invalidations to do, outside any
-        lock: (inode, None) for an inode's attributes and pages, (folder inode, name)
-        for an entry."""
+    def changed(self, store: str, path: str, now: dict[str, Any] | None = None
+                ) -> list[tuple[int, str | None]]:
+        """A change of STORE/PATH (``path`` empty: anything in the store); ``now``: what
+        the event tells of it (``file``: its entry, None when gone; ``folder``: its
+        folder's times), which updates the kept listing in place when there is one.
+        Else drops the listings it made stale. Returns the kernel invalidations to do,
+        outside any lock: (inode, None) for an inode's attributes and pages, (folder
+        inode, name) for an entry."""
         with self._lock:
             self._generations[store] += 1
+            if path and now is not None and "file" in now and now.get("folder"):
+                todo = self._update(store, path, now["file"], now["folder"])
+                if todo is not None:
+                    return todo
             store_node = self._by_key.get((store, "", True))
             if not path:
                 for key in [key for key in self._listings if key[0] == store]:
@@ -205,6 +214,44 @@ class Cache:
                 if node is not None:
                     todo.append((node.ino, None))
             return todo
+
+    def _update(self, store: str, path: str, file: dict[str, Any] | None,
+                folder: dict[str, int]) -> list[tuple[int, str | None]] | None:
+        """`changed` for a kept listing of the file's folder: updated in place (a new
+        Listing: a handler may be iterating the old one); None when there is none."""
+        parent, _, name = path.rpartition("/")
+        listing = self._listings.get((store, parent))
+        if listing is None:
+            return None
+        entries = dict(listing.entries)
+        before = entries.get(name)
+        if file is None:
+            entries.pop(name, None)
+        else:
+            entries[name] = Entry(bool(file["dir"]), int(file["size"]),
+                                  int(file["mtime_ns"]), int(file["ctime_ns"]))
+        self._listings[(store, parent)] = Listing(folder["mtime_ns"], folder["ctime_ns"],
+                                                  entries)
+        self._entries += len(entries) - len(listing.entries)
+        todo: list[tuple[int, str | None]] = []
+        folder_node = self._by_key.get((store, parent, True))
+        if parent:  # the folder's own entry in its folder
+            up, _, folder_name = parent.rpartition("/")
+            above = self._listings.get((store, up))
+            if above is not None and folder_name in above.entries:
+                above.entries = {**above.entries, folder_name: Entry(
+                    True, 0, folder["mtime_ns"], folder["ctime_ns"])}
+            elif above is not None:
+                self._entries -= len(self._listings.pop((store, up)).entries)
+        if folder_node is not None:
+            todo.append((folder_node.ino, None))
+            if before is None or file is None or before.is_dir != bool(file["dir"]):
+                todo.append((folder_node.ino, name))
+        for is_dir in (False, True):
+            node = self._by_key.get((store, path, is_dir))
+            if node is not None:
+                todo.append((node.ino, None))
+        return todo
 
     def resync(self, *, trusted: bool) -> list[tuple[int, str | None]]:
         """Everything may have changed (the stream was lost, came back, or fell behind):

@@ -131,7 +131,9 @@ class RemoteView(pyfuse3.Operations):
         return stores
 
     async def _listing(self, store: str, rel: str) -> Listing:
-        """The folder STORE/REL (ENOENT if it is not one)."""
+        """The folder STORE/REL (ENOENT if it is not one). When a change in the store
+        came while it was fetched, the kernel is told to cache nothing from it
+        (``self._racing``): the change's invalidation may have been done already."""
         found = self.cache.listing(store, rel)
         if found is not None:
             return found
@@ -156,13 +158,15 @@ class RemoteView(pyfuse3.Operations):
         listing = Listing(body["mtime_ns"], body["ctime_ns"], {
             e["name"]: Entry(e["dir"], e["size"], e["mtime_ns"], e["ctime_ns"])
             for e in body["entries"]})
-        self.cache.keep(store, rel, listing, generation)
+        if not self.cache.keep(store, rel, listing, generation):
+            listing.racing = True
         return listing
 
     # -- attributes ---------------------------------------------------------------------
 
-    def _timeout(self) -> float:
-        return ENTRY_TIMEOUT if self.cache.trusted else 0.0
+    def _timeout(self, listing: Listing | None = None) -> float:
+        trusted = self.cache.trusted and (listing is None or not listing.racing)
+        return ENTRY_TIMEOUT if trusted else 0.0
 
     def _root_attrs(self) -> pyfuse3.EntryAttributes:
         attrs = pyfuse3.EntryAttributes()
@@ -175,7 +179,7 @@ class RemoteView(pyfuse3.Operations):
         return attrs
 
     def _attrs(self, node: Node, is_dir: bool, size: int, mtime_ns: int,
-               ctime_ns: int) -> pyfuse3.EntryAttributes:
+               ctime_ns: int, listing: Listing | None = None) -> pyfuse3.EntryAttributes:
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = node.ino
         attrs.st_uid = attrs.st_gid = 0
@@ -191,7 +195,7 @@ class RemoteView(pyfuse3.Operations):
             node.kernel_size = size
         attrs.st_atime_ns = attrs.st_mtime_ns = mtime_ns
         attrs.st_ctime_ns = ctime_ns
-        attrs.attr_timeout = attrs.entry_timeout = self._timeout()
+        attrs.attr_timeout = attrs.entry_timeout = self._timeout(listing)
         return attrs
 
     async def _node_attrs(self, node: Node) -> pyfuse3.EntryAttributes:
@@ -201,12 +205,14 @@ class RemoteView(pyfuse3.Operations):
             if node.store not in await self._stores():
                 raise _fail(errno.ENOENT)
             top = await self._listing(node.store, "")
-            return self._attrs(node, True, 0, top.mtime_ns, top.ctime_ns)
+            return self._attrs(node, True, 0, top.mtime_ns, top.ctime_ns, top)
         folder, _, name = node.rel.rpartition("/")
-        entry = (await self._listing(node.store, folder)).entries.get(name)
+        listing = await self._listing(node.store, folder)
+        entry = listing.entries.get(name)
         if entry is None or entry.is_dir != node.is_dir:
             raise _fail(errno.ENOENT)
-        return self._attrs(node, entry.is_dir, entry.size, entry.mtime_ns, entry.ctime_ns)
+        return self._attrs(node, entry.is_dir, entry.size, entry.mtime_ns, entry.ctime_ns,
+                           listing)
 
     def _node(self, inode: int) -> Node:
         node = self.cache.node(inode)
@@ -225,11 +231,13 @@ class RemoteView(pyfuse3.Operations):
             return await self._node_attrs(self.cache.child(parent, text, True))
         if not parent.is_dir:
             raise _fail(errno.ENOTDIR)
-        entry = (await self._listing(parent.store, parent.rel)).entries.get(text)
+        listing = await self._listing(parent.store, parent.rel)
+        entry = listing.entries.get(text)
         if entry is None:
             raise _fail(errno.ENOENT)
         node = self.cache.child(parent, text, entry.is_dir)
-        return self._attrs(node, entry.is_dir, entry.size, entry.mtime_ns, entry.ctime_ns)
+        return self._attrs(node, entry.is_dir, entry.size, entry.mtime_ns, entry.ctime_ns,
+                           listing)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         return None  # inodes stay for the mount's life (stable per path)
@@ -272,7 +280,7 @@ class RemoteView(pyfuse3.Operations):
             for name, entry in listing.entries.items():
                 child = self.cache.child(node, name, entry.is_dir)
                 entries.append((os.fsencode(name), self._attrs(
-                    child, entry.is_dir, entry.size, entry.mtime_ns, entry.ctime_ns)))
+                    child, entry.is_dir, entry.size, entry.mtime_ns, entry.ctime_ns, listing)))
         fh = next(self._next_fh)
         self._dirs[fh] = entries
         return fh

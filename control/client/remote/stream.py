@@ -144,7 +144,7 @@ class ChangeStream:
             except (ValueError, KeyError, TypeError):
                 return
             rel = path.partition("/")[2] if path else ""
-            invalidate(self.cache.changed(store, rel))
+            invalidate(self.cache.changed(store, rel, event))
             if self.on_change is not None:
                 self.on_change(store, rel)
         elif kind == "resync":

@@ -26,6 +26,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 from starlette.responses import StreamingResponse
@@ -146,10 +147,12 @@ def _event(kind: str, data: object) -> str:
 
 async def events(feed: CommitFeed, stream: Stream, alive: Callable[[], bool],
                  keepalive: float = KEEPALIVE, ended: str = "signed out",
+                 detail: Callable[[str, str], dict[str, Any]] | None = None,
                  ) -> AsyncIterator[str]:
     """The text of one event stream until the session (``alive``) or the feed ends
     (``ended``: the reason given when ``alive`` says no); releases the stream however
-    it ends (the client leaving cancels it)."""
+    it ends (the client leaving cancels it). ``detail(store, path)``: more fields of a
+    commit event."""
     try:
         yield "retry: 5000\n" + _event("hello", {"agent": stream.agent})
         while True:
@@ -175,7 +178,8 @@ async def events(feed: CommitFeed, stream: Stream, alive: Callable[[], bool],
                     batch.append(stream.receive.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-            yield "".join(_event("commit", {"store": store, "path": path})
+            yield "".join(_event("commit", {"store": store, "path": path,
+                                            **(detail(store, path) if detail else {})})
                           for store, path in dict.fromkeys(batch))
             if stream.lagging:
                 stream.lagging = False
@@ -189,8 +193,9 @@ class EventStream(StreamingResponse):
     however the response ends, even if it never started sending."""
 
     def __init__(self, feed: CommitFeed, stream: Stream, alive: Callable[[], bool], *,
-                 keepalive: float = KEEPALIVE, ended: str = "signed out") -> None:
-        super().__init__(events(feed, stream, alive, keepalive, ended),
+                 keepalive: float = KEEPALIVE, ended: str = "signed out",
+                 detail: Callable[[str, str], dict[str, Any]] | None = None) -> None:
+        super().__init__(events(feed, stream, alive, keepalive, ended, detail),
                          media_type="text/event-stream",
                          headers={"Cache-Control": "no-store"})
         self._feed = feed
