@@ -188,9 +188,9 @@ class Cache:
         with self._lock:
             self._generations[store] += 1
             if path and now is not None and "file" in now and now.get("folder"):
-                todo = self._update(store, path, now["file"], now["folder"])
-                if todo is not None:
-                    return todo
+                updated = self._update(store, path, now["file"], now["folder"])
+                if updated is not None:
+                    return updated
             store_node = self._by_key.get((store, "", True))
             if not path:
                 for key in [key for key in self._listings if key[0] == store]:
