@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 import pytest
 
@@ -20,7 +22,16 @@ from control.client import ConflictError
 from memfs.daemon.serve import rg_binary
 from tests.daemon.test_personal_user import User
 from tests.remote.conftest import RemoteMount, remote_mount
-from tests.support import UID_A, UID_B, Daemon, connect_as, is_mounted, run_as, scaled
+from tests.support import (
+    MEMFS,
+    UID_A,
+    UID_B,
+    Daemon,
+    connect_as,
+    is_mounted,
+    run_as,
+    scaled,
+)
 
 RG = str(rg_binary())
 
@@ -221,3 +232,65 @@ def test_freshness_under_16_writers(user: User, daemon: Daemon) -> None:
         print(f"freshness p99 {worst * 1000:.1f} ms, median "
               f"{sorted(latencies)[len(latencies) // 2] * 1000:.1f} ms over {len(latencies)}")
         assert worst < 0.1
+
+
+def wait_for(check: Any, seconds: float = 15.0) -> Any:
+    deadline = time.monotonic() + scaled(seconds)
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.1)
+
+
+def test_daemon_killed_and_restarted_under_a_reader(user: User, daemon: Daemon) -> None:
+    """While the daemon is down an open fails with ETIMEDOUT after --wait (nothing
+    served that the daemon cannot vouch for); once it is back (same address) the mount
+    reconnects and a change made meanwhile shows."""
+    write_as(UID_A, daemon, "notes/r.md", "before\n")
+    with remote_mount(user, daemon, "alice", "--wait", "1") as remote:
+        note = str(remote.mountpoint / "notes/r.md")
+        assert remote.run(READ, note) == "before\n"
+        daemon.kill()
+        tried = remote.run(TRY_READ, note)
+        assert tried["errno"] == "ETIMEDOUT", tried
+        assert 0.9 < tried["s"] < scaled(10)
+        assert "cannot reach the daemon" in remote.log()
+        daemon.start()
+        write_as(UID_B, daemon, "notes/r.md", "after the restart\n")
+        assert wait_for(lambda: remote.run(TRY_READ, note).get("ok") == "after the restart\n")
+        size = "import json, os, sys; print(json.dumps(os.stat(sys.argv[1]).st_size))"
+        assert remote.run(size, note) == len("after the restart\n")
+        assert wait_for(lambda: "following the changes" in remote.log().rpartition(
+            "lost the change stream")[2])
+
+
+def test_stale_ok_serves_what_was_cached(user: User, daemon: Daemon) -> None:
+    write_as(UID_A, daemon, "notes/s.md", "cached\n")
+    with remote_mount(user, daemon, "alice", "--wait", "0.5", "--stale-ok", "60") as remote:
+        note = str(remote.mountpoint / "notes/s.md")
+        assert remote.run(READ, note) == "cached\n"
+        daemon.kill()
+        assert remote.run(TRY_READ, note).get("ok") == "cached\n"
+        assert "serving notes/s.md as cached" in remote.log()
+        daemon.start()
+
+
+def test_a_revoked_token_is_eacces_everywhere(user: User, daemon: Daemon) -> None:
+    write_as(UID_A, daemon, "notes/t.md", "secret plan\n")
+    token = daemon.token("alice")
+    remote = RemoteMount(user, daemon.http_url, token).start()
+    try:
+        note = str(remote.mountpoint / "notes/t.md")
+        assert remote.run(READ, note) == "secret plan\n"
+        done = subprocess.run([*MEMFS, "--socket", str(daemon.socket), "token", "revoke",
+                               token], capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert remote.run(TRY_READ, note).get("errno") == "EACCES"
+        listing = remote.tool("ls", str(remote.mountpoint / "notes"))
+        assert listing.returncode != 0 and b"Permission denied" in listing.stderr
+        assert "refuses this mount's token" in remote.log()
+        # the stream learns it too (within its keepalive), and stops for good
+        assert wait_for(lambda: "the change stream stopped" in remote.log(), 20)
+    finally:
+        remote.stop()

@@ -129,10 +129,11 @@ class Daemon:
                                                 BrokenPipeError | ConnectionResetError):
                     fresh += 1
                     continue  # an idle connection the daemon closed: another at once
-                if time.monotonic() + delay > deadline:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise Unreachable(f"cannot reach the daemon at {self.url}: "
                                       f"{_why(error)}") from None
-                time.sleep(delay)
+                time.sleep(min(delay, left))
                 delay = min(delay * 2, MAX_RETRY)
                 continue
             if response.will_close:

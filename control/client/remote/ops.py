@@ -215,6 +215,10 @@ class RemoteView(pyfuse3.Operations):
                            listing)
 
     def _node(self, inode: int) -> Node:
+        """The node of ``inode``: EACCES once the token is refused (every handler
+        that names an inode asks this first), ENOENT if unknown."""
+        if self.daemon.refused:
+            raise _fail(errno.EACCES)
         node = self.cache.node(inode)
         if node is None:
             raise _fail(errno.ENOENT)

@@ -82,7 +82,10 @@ class ChangeStream:
             except Exception as error:  # never let the thread die silently
                 log.warning("change stream: %s", error)
             self._lost()
-            if self._stop.is_set() or self.daemon.refused:
+            if self.daemon.refused:
+                log.info("the change stream stopped: the token is refused")
+                return
+            if self._stop.is_set():
                 return
             self._stop.wait(delay)
             delay = min(delay * 2, MAX_RETRY)
@@ -108,6 +111,7 @@ class ChangeStream:
         try:
             if response.status == 401:
                 self.daemon.refuse("401 on the change stream")
+                invalidate(self.cache.resync(trusted=False))
                 return False
             if response.status != 200:
                 log.warning("change stream: the daemon answered %s", response.status)
