@@ -12,9 +12,12 @@ Files, as ``/v1/stores/{store}/files/{path}``:
 * ``GET``: the raw bytes (a ``read``: the version is recorded as seen, exactly like a
   socket read; a missing file records that too), ``ETag`` = the blake3 digest in
   quotes; an ``If-None-Match`` that names it (or ``*``) gives 304 (still a read).
+  ``?record=false``: the same bytes and headers, recorded as nothing (a remote
+  mount's scan, control/http/mounts.py).
   ``?at=REV``: the file as it was at REV (a ``show``: records nothing). ``HEAD``: a
   ``stat`` (records nothing), with the status and headers of the GET (304 alike; with
-  ``?at=REV`` the show's), no body.
+  ``?at=REV`` the show's), no body. Both carry ``X-Memfs-Seen``: the digest the agent
+  last read or wrote (empty: none; the mount's ``user.memfs.seen``).
 * ``PUT`` (raw body): replace or create, version-checked against the agent's record
   like every write; ``?force=true`` skips that check. 201 when created.
 * ``PATCH`` with JSON ``{"append": TEXT}`` or ``{"sed": [SCRIPT, ...]}`` (and
@@ -119,7 +122,7 @@ def read_unrecorded(api: Api, agent: str, path: MemPath) -> tuple[bytes, dict[st
     with backing.closing_fd(pinned.fd):
         data = backing.read_all(pinned.fd, pinned.version.size)
     version = pinned.version
-    return data, {"digest": version.digest, "size": version.size,
+    return data, {"digest": version.digest, "size": version.size, "seen": pinned.previous,
                   "last_writer": version.last_write.agent,
                   "last_written_at": version.last_write.at}
 
@@ -192,10 +195,8 @@ def routes(api: Api) -> list[Route]:
         path = _file_path(request)
         asked = query(request, {"at": "rev", "record": "record"})
         at = asked.get("rev")
-        if "record" in asked and not flag(asked["record"], "record"):
-            if at is not None or request.method == "HEAD":
-                raise p.ProtocolError("invalid", "record=false is for a GET of the "
-                                      "current version (a HEAD or ?at= records nothing)")
+        record = flag(asked.get("record", "true"), "record")
+        if not record and at is None and request.method == "GET":  # (HEAD, at: no record)
             data, info = await anyio.to_thread.run_sync(
                 read_unrecorded, api, agent_of(request), parse_path(path))
             headers = _version_headers(info)
@@ -218,7 +219,7 @@ def routes(api: Api) -> list[Route]:
                        "X-Memfs-Rev": shown["rev"]}
             return Response(data, headers=headers, media_type=_media_type(path))
         result = await api.execute(request, "read", {"path": path, "encoding": "bytes"})
-        headers = _version_headers(result)
+        headers = _version_headers({**result, "seen": result["digest"]})  # recorded now
         if not_modified(request, result["digest"]):
             return Response(status_code=304, headers=headers)
         return Response(result["content"], headers=headers, media_type=_media_type(path))

@@ -178,9 +178,9 @@ async def events(feed: CommitFeed, stream: Stream, alive: Callable[[], bool],
                     batch.append(stream.receive.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-            yield "".join(_event("commit", {"store": store, "path": path,
-                                            **(detail(store, path) if detail else {})})
-                          for store, path in dict.fromkeys(batch))
+            for store, path in dict.fromkeys(batch):
+                yield _event("commit", {"store": store, "path": path,
+                                        **(detail(store, path) if detail else {})})
             if stream.lagging:
                 stream.lagging = False
                 yield _event("resync", {})
