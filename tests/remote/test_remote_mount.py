@@ -14,6 +14,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -161,10 +162,30 @@ def test_a_write_elsewhere_is_visible_at_once(user: User, daemon: Daemon) -> Non
             "errno"] == "ENOENT"
 
 
+def family(pid: int) -> list[int]:
+    """``pid`` and every process below it."""
+    found, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        found.append(here)
+        for task in os.listdir(f"/proc/{here}/task"):
+            with open(f"/proc/{here}/task/{task}/children") as handle:
+                todo += [int(child) for child in handle.read().split()]
+    return found
+
+
 def test_killed_mount_leaves_no_mount(user: User, daemon: Daemon) -> None:
-    remote = RemoteMount(user, daemon.http_url, daemon.token("alice")).start()
+    """The token is in no argv and no environment of the mount and its children
+    (fusermount3, the guardian); SIGKILL leaves no mount."""
+    token = daemon.token("alice")
+    remote = RemoteMount(user, daemon.http_url, token).start()
     try:
         assert remote.proc is not None
+        processes = family(remote.proc.pid)
+        assert len(processes) >= 2  # the guardian at least
+        for pid in processes:
+            for what in ("cmdline", "environ"):
+                assert token.encode() not in Path(f"/proc/{pid}/{what}").read_bytes()
         remote.proc.send_signal(signal.SIGKILL)
         remote.proc.wait()
         deadline = time.monotonic() + scaled(10)
