@@ -13,7 +13,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +65,12 @@ class RemoteMount:
     """``memfs mount`` run by ``user``; ``start`` returns once mounted and following
     the change stream."""
 
-    def __init__(self, user: User, url: str, token: str, *args: str) -> None:
+    def __init__(self, user: User, url: str, token: str, *args: str,
+                 wrapper: Sequence[str] = ()) -> None:
+        """``wrapper``: argv run as root in front of the mount, which must end by
+        running it as the user (e.g. nsenter into a network namespace, then setpriv)."""
         self.user = user
+        self.wrapper = list(wrapper)
         self.url = url
         self.mountpoint = Path(public_tmpdir("memfs-remote-mnt-", str(user.home))) / "memory"
         self.mountpoint.mkdir()
@@ -79,11 +83,12 @@ class RemoteMount:
 
     def start(self, timeout: float = 30.0) -> RemoteMount:
         log = open(self.log_path, "ab")  # noqa: SIM115 - kept for the process's life
-        self.proc = subprocess.Popen(
-            [*MEMFS, "mount", self.url, str(self.mountpoint), "--token-file",
-             str(self.token_path), *self.args],
-            stdout=log, stderr=log, user=self.user.uid, group=self.user.gid,
-            extra_groups=[], env=self.user.env, cwd=self.user.home)
+        argv = [*self.wrapper, *MEMFS, "mount", self.url, str(self.mountpoint),
+                "--token-file", str(self.token_path), *self.args]
+        as_user: dict[str, Any] = {} if self.wrapper else {
+            "user": self.user.uid, "group": self.user.gid, "extra_groups": []}
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=log, env=self.user.env,
+                                     cwd=self.user.home, **as_user)
         deadline = time.monotonic() + scaled(timeout)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

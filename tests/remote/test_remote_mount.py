@@ -151,8 +151,12 @@ def test_a_write_elsewhere_is_visible_at_once(user: User, daemon: Daemon) -> Non
         note = remote.mountpoint / "notes/live.md"
         stat = "import json, os, sys; print(json.dumps(os.stat(sys.argv[1]).st_size))"
         assert remote.run(stat, str(note)) == 4
+        # a scan's content is served from the mount's cache while it is current
+        assert remote.tool(RG, "-c", "two", str(note)).returncode == 1
+        assert remote.tool(RG, "-c", "one", str(note)).stdout == b"1\n"
         write_as(UID_B, daemon, "notes/live.md", "one two\n")
         assert remote.run(stat, str(note)) == 8
+        assert remote.tool(RG, "-c", "two", str(note)).stdout == b"1\n"
         assert remote.run(READ, str(note)) == "one two\n"
         write_as(UID_B, daemon, "notes/new/born.md", "new\n")
         assert remote.run(READ, str(remote.mountpoint / "notes/new/born.md")) == "new\n"

@@ -10,9 +10,11 @@ Races. A listing fetched while a change arrives may predate it: each store has a
 generation, bumped by every change in it, and a listing is kept only if its store's
 generation did not move while it was fetched (`Cache.generation`, `Cache.keep`).
 
-Contents are kept by digest and always validated at open (``If-None-Match``), so a
-change never needs to drop them; they only make a warm open cheap (a 304) and serve
-``--stale-ok``. Everything is bounded: MAX_FOLDERS listings, MAX_ENTRIES entries in
+Contents are kept by digest and validated at every open that records a read
+(``If-None-Match``: a 304 is still a read), so a change never needs to drop them. One
+fetched while the stream was up is also *current* until a change of it (or a resync)
+comes: a scan, which records nothing, is then served from it without a round trip.
+They also serve ``--stale-ok``. Everything is bounded: MAX_FOLDERS listings, MAX_ENTRIES entries in
 them, ``content_bytes`` of contents.
 """
 
@@ -92,6 +94,7 @@ class Cache:
             collections.OrderedDict()
         self._content_bytes = 0
         self.content_budget = content_bytes
+        self._current: set[tuple[str, str]] = set()  # contents known current
         self._generations: dict[str, int] = collections.defaultdict(int)
         self._epoch = 0  # bumped by every resync (covers every store)
         self.trusted = False  # the change stream is connected
@@ -162,7 +165,25 @@ class Cache:
                 self._contents.move_to_end(path)
             return found
 
-    def keep_content(self, path: str, digest: str, data: bytes) -> None:
+    def current_content(self, store: str, path: str) -> tuple[str, bytes] | None:
+        """The kept content of STORE/PATH if it is known to be the current version: it
+        was fetched while the stream was up and no change of it came since (a scan may
+        be served from it without asking the daemon: it records nothing anyway)."""
+        if not self.trusted or (store, path) not in self._current:
+            return None
+        return self.content(f"{store}/{path}" if path else store)
+
+    def keep_content(self, path: str, digest: str, data: bytes,
+                     generation: tuple[int, int] | None = None) -> None:
+        """Keep a file's content (STORE/PATH); ``generation``: its store's when the
+        fetch began: the content is current unless a change came since."""
+        store, _, rel = path.partition("/")
+        with self._lock:
+            if generation is not None and self.trusted and \
+                    (self._epoch, self._generations[store]) == generation:
+                self._current.add((store, rel))
+            else:
+                self._current.discard((store, rel))
         if len(data) > self.content_budget // 4:
             return
         with self._lock:
@@ -172,8 +193,10 @@ class Cache:
             self._contents[path] = (digest, data)
             self._content_bytes += len(data)
             while self._content_bytes > self.content_budget:
-                _path, (_digest, dropped) = self._contents.popitem(last=False)
+                dropped_path, (_digest, dropped) = self._contents.popitem(last=False)
                 self._content_bytes -= len(dropped)
+                store, _, rel = dropped_path.partition("/")
+                self._current.discard((store, rel))
 
     # -- changes ----------------------------------------------------------------------
 
@@ -187,6 +210,10 @@ class Cache:
         inode, name) for an entry."""
         with self._lock:
             self._generations[store] += 1
+            if path:
+                self._current.discard((store, path))
+            else:
+                self._current = {key for key in self._current if key[0] != store}
             if path and now is not None and "file" in now and now.get("folder"):
                 updated = self._update(store, path, now["file"], now["folder"])
                 if updated is not None:
@@ -258,6 +285,7 @@ class Cache:
         drop every listing and the stores; returns the invalidations of every node."""
         with self._lock:
             self._epoch += 1
+            self._current.clear()
             if self.trusted and not trusted:
                 self.lost_at = time.monotonic()
             self.trusted = trusted

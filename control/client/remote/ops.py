@@ -8,10 +8,11 @@ every process that reaches it acts as the agent.
 Opens. Each open fetches the current version once (``GET .../files/PATH``: the daemon
 records it as the agent's read, exactly the bytes this handle then serves) unless the
 opener is scanning (memfs/fuse/scans.py's rule, judged here by the opener's process):
-then ``?record=false`` records nothing. A content kept from before is revalidated with
-``If-None-Match`` (a 304 is still a read). The kernel keeps a file's pages across opens
-only while the version is the same; a handle whose size differs from what the kernel
-was told reads with direct I/O.
+then ``?record=false`` records nothing, or, when the content kept is known current
+(control/client/remote/cache.py), nothing is asked at all. A content kept from before
+is revalidated with ``If-None-Match`` (a 304 is still a read). The kernel keeps a
+file's pages across opens only while the version is the same; a handle whose size
+differs from what the kernel was told reads with direct I/O.
 
 Errors. The token refused (revoked): EACCES for everything. The daemon unreachable
 for ``wait`` seconds: ETIMEDOUT, unless ``stale_ok`` lets what was cached within that
@@ -329,7 +330,12 @@ class RemoteView(pyfuse3.Operations):
     async def _fetch(self, node: Node, *, record: bool) -> tuple[str, bytes]:
         """The current version of the file: digest and bytes (recorded as the agent's
         read with ``record``)."""
+        if not record:
+            current = self.cache.current_content(node.store, node.rel)
+            if current is not None:
+                return current
         kept = self.cache.content(node.path)
+        generation = self.cache.generation(node.store)
         headers = {"If-None-Match": f'"{kept[0]}"'} if kept is not None else None
         target = f"/v1/stores/{quoted(node.store)}/files/{quoted(node.rel)}"
         if not record:
@@ -343,6 +349,7 @@ class RemoteView(pyfuse3.Operations):
                 return kept
             raise
         if reply.status == 304 and kept is not None:
+            self.cache.keep_content(node.path, kept[0], kept[1], generation)
             return kept
         if reply.status == 404:
             raise _fail(errno.ENOENT)
@@ -352,7 +359,7 @@ class RemoteView(pyfuse3.Operations):
             log.warning("GET %s: %s %s", node.path, reply.status, reply.body[:200])
             raise _fail(errno.EIO)
         digest = reply.headers.get("etag", "").strip('"')
-        self.cache.keep_content(node.path, digest, reply.body)
+        self.cache.keep_content(node.path, digest, reply.body, generation)
         return digest, reply.body
 
     @guarded
