@@ -133,8 +133,8 @@ class RemoteView(pyfuse3.Operations):
 
     async def _listing(self, store: str, rel: str) -> Listing:
         """The folder STORE/REL (ENOENT if it is not one). When a change in the store
-        came while it was fetched, the kernel is told to cache nothing from it
-        (``self._racing``): the change's invalidation may have been done already."""
+        came while it was fetched (``Listing.racing``), the kernel is told to cache
+        nothing from it: the change's invalidation may have been done already."""
         found = self.cache.listing(store, rel)
         if found is not None:
             return found
