@@ -44,7 +44,7 @@ from memfs.daemon.serve import rg_binary  # noqa: E402
 from tests.daemon.test_personal_user import real_user  # noqa: E402
 from tests.remote.conftest import RemoteMount, free_port, remote_config  # noqa: E402
 from tests.remote.test_remote_mount import FRESHNESS, p99  # noqa: E402
-from tests.support import PYTHON, UID_A, Daemon, public_tmpdir, run_as  # noqa: E402
+from tests.support import PYTHON, UID_A, Daemon, connect_as, public_tmpdir, run_as  # noqa: E402
 
 RUNS = 5
 PACED = 60  # opens timed one by one, paced under [scans] max_opens_per_second: reads
@@ -138,6 +138,12 @@ def main() -> int:
                     rg = [rg_seconds(uid, gid, str(top / "notes" / "bench"))
                           for _ in range(RUNS)]
                     big = child(uid, gid, "big", str(top / "ops" / "big.bin"), str(RUNS))
+                    # the writers' folder exists and was looked at (see the test)
+                    with connect_as(UID_A, daemon.socket) as client:
+                        client.call("write", path="notes/fresh/seed.md", content="seed\n",
+                                    force=True)
+                    run_as(uid, [PYTHON, "-c", "import sys; open(sys.argv[1]).read()",
+                                 str(top / "notes" / "fresh" / "seed.md")], gid=gid)
                     token = local_token if label == "local" else remote.token_path
                     fresh = freshness(uid, gid, daemon.http_url, token, top)
                     rows[label] = {"files_s": FILES / statistics.median(files),

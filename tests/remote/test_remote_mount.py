@@ -210,7 +210,7 @@ from urllib.parse import urlsplit
 url, token_file, mount, writers, rounds = sys.argv[1:6]
 token = open(token_file).read().strip()
 host = urlsplit(url)
-latencies, errors = [], []
+latencies, errors, where = [], [], []
 def writer(k):
     conn = http.client.HTTPConnection(host.hostname, host.port, timeout=30)
     path = os.path.join(mount, "notes", "fresh", f"w{k}.md")
@@ -230,12 +230,13 @@ def writer(k):
                 pass
             if time.perf_counter() - acked > 5:
                 errors.append(f"w{k} round {n}: not visible after 5 s"); return
-            time.sleep(0.0005)
+            time.sleep(0.002)  # (a busier poll would load the machine it measures)
         latencies.append(time.perf_counter() - acked)
+        where.append((k, n, acked))
 threads = [threading.Thread(target=writer, args=(k,)) for k in range(int(writers))]
 for t in threads: t.start()
 for t in threads: t.join()
-print(json.dumps({"latencies": latencies, "errors": errors}))
+print(json.dumps({"latencies": latencies, "errors": errors, "where": where}))
 """
 
 
@@ -247,13 +248,20 @@ def p99(values: list[float]) -> float:
 def test_freshness_under_16_writers(user: User, daemon: Daemon) -> None:
     """A change acknowledged by the daemon is visible (stat's size) through the remote
     mount within 100 ms at the 99th percentile, 16 writers at once."""
+    write_as(UID_A, daemon, "notes/fresh/seed.md", "seed\n")
     with remote_mount(user, daemon, "alice") as remote:
+        # the folder exists and was looked at: the writers' first round creates files
+        # in it (a new folder costs a listing fetched per level, not measured here)
+        assert remote.run(READ, str(remote.mountpoint / "notes/fresh/seed.md")) == "seed\n"
         result = remote.run(FRESHNESS, daemon.http_url, str(remote.token_path),
                             str(remote.mountpoint), os.environ.get("W", "16"), "25", timeout=300)
         assert not result["errors"], result["errors"]
         latencies = result["latencies"]
         assert len(latencies) == int(os.environ.get("W", "16")) * 25
         worst = p99(latencies)
+        slow = sorted(zip(latencies, result["where"], strict=True), reverse=True)[:12]
+        print("slowest (ms, writer, round):", [(round(t * 1000), k, n)
+                                               for t, (k, n, _at) in slow])
         print(f"freshness p99 {worst * 1000:.1f} ms, median "
               f"{sorted(latencies)[len(latencies) // 2] * 1000:.1f} ms over {len(latencies)}")
         assert worst < 0.1

@@ -107,6 +107,8 @@ def test_a_second_namespace_mounts_reads_and_a_lost_update_is_refused(
             assert accepted.status == 200
         # freshness across the namespaces: 16 writers over HTTPS from the host's
         # namespace, visibility polled through the mount served from the other one
+        write_as(UID_B, daemon, "notes/fresh/seed.md", "seed\n")
+        assert remote.run(READ, str(remote.mountpoint / "notes/fresh/seed.md")) == "seed\n"
         result = remote.run(FRESHNESS_TLS, url, str(remote.token_path),
                             str(remote.mountpoint), "16", "20", str(trusted), timeout=300)
         assert not result["errors"], result["errors"]

@@ -7,8 +7,10 @@ later request, and `changed` drops what it made stale. While the stream is down 
 mount asks the daemon every time; what it cached stays only for ``--stale-ok``.
 
 Races. A listing fetched while a change arrives may predate it: each store has a
-generation, bumped by every change in it, and a listing is kept only if its store's
-generation did not move while it was fetched (`Cache.generation`, `Cache.keep`).
+generation, bumped by every change in it; the changes that came while a listing was
+fetched are replayed onto it (each event carries its file's entry), or, when that
+cannot be done, it is not kept and the kernel is told to cache nothing from it
+(`Cache.generation`, `Cache.keep`).
 
 Contents are kept by digest and validated at every open that records a read
 (``If-None-Match``: a 304 is still a read), so a change never needs to drop them. One
@@ -32,6 +34,7 @@ import pyfuse3
 ROOT = pyfuse3.ROOT_INODE
 MAX_FOLDERS = 4096
 MAX_ENTRIES = 500_000  # entries in all kept listings (~200 bytes each)
+LOG = 1024  # changes kept per store, replayed onto a listing fetched meanwhile
 CONTENT_BYTES = 64 * 1024 * 1024  # file contents kept (default of --cache-mib)
 
 
@@ -95,6 +98,8 @@ class Cache:
         self._content_bytes = 0
         self.content_budget = content_bytes
         self._current: set[tuple[str, str]] = set()  # contents known current
+        # per store: the last LOG changes (generation, path, what the event told)
+        self._log: dict[str, collections.deque[tuple[int, str, dict[str, Any] | None]]] = {}
         self._generations: dict[str, int] = collections.defaultdict(int)
         self._epoch = 0  # bumped by every resync (covers every store)
         self.trusted = False  # the change stream is connected
@@ -140,10 +145,14 @@ class Cache:
 
     def keep(self, store: str, rel: str, listing: Listing, generation: tuple[int, int]
              ) -> bool:
-        """Keep a listing fetched from ``generation`` on, unless a change came since;
-        True if kept."""
+        """Keep a listing fetched from ``generation`` on; True if kept. Changes that
+        came since are replayed onto it (`_replay`), or, when that cannot be done, it
+        is not kept."""
         with self._lock:
-            if (self._epoch, self._generations[store]) != generation:
+            if self._epoch != generation[0]:
+                return False
+            if self._generations[store] != generation[1] and \
+                    not self._replay(store, rel, listing, generation[1]):
                 return False
             old = self._listings.pop((store, rel), None)
             if old is not None:
@@ -155,6 +164,39 @@ class Cache:
                 _key, dropped = self._listings.popitem(last=False)
                 self._entries -= len(dropped.entries)
             return True
+
+    def _replay(self, store: str, rel: str, listing: Listing, since: int) -> bool:
+        """Apply to ``listing`` (of STORE/REL, fetched from generation ``since`` on) the
+        changes of the store that came since, in order: each carries its file's entry
+        as it was when the event left, so the last one of each name is at least as new
+        as the listing or followed by another event still to come. False when that
+        cannot be told (events lost from the log, or one without the file's entry in a
+        folder below this one: a folder may have been made or removed)."""
+        log = self._log.get(store)
+        if not log or log[0][0] > since + 1:
+            return False
+        entries = dict(listing.entries)
+        prefix = f"{rel}/" if rel else ""
+        for number, path, now in log:
+            if number <= since:
+                continue
+            if not path:  # anything in the store may have changed
+                return False
+            if not path.startswith(prefix):
+                continue
+            name = path[len(prefix):]
+            if "/" in name or now is None or "file" not in now or not now.get("folder"):
+                return False
+            file = now["file"]
+            if file is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = Entry(bool(file["dir"]), int(file["size"]),
+                                      int(file["mtime_ns"]), int(file["ctime_ns"]))
+            listing.mtime_ns = now["folder"]["mtime_ns"]
+            listing.ctime_ns = now["folder"]["ctime_ns"]
+        listing.entries = entries
+        return True
 
     # -- contents -------------------------------------------------------------------------
 
@@ -210,6 +252,8 @@ class Cache:
         inode, name) for an entry."""
         with self._lock:
             self._generations[store] += 1
+            log = self._log.setdefault(store, collections.deque(maxlen=LOG))
+            log.append((self._generations[store], path, now))
             if path:
                 self._current.discard((store, path))
             else:
