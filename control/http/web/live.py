@@ -152,7 +152,8 @@ async def events(feed: CommitFeed, stream: Stream, alive: Callable[[], bool],
     """The text of one event stream until the session (``alive``) or the feed ends
     (``ended``: the reason given when ``alive`` says no); releases the stream however
     it ends (the client leaving cancels it). ``detail(store, path)``: more fields of a
-    commit event."""
+    commit event (then a batch of events goes out in one write: each write is a pass
+    through the scheduler, and a mount waits for the last event of the batch)."""
     try:
         yield "retry: 5000\n" + _event("hello", {"agent": stream.agent})
         while True:
@@ -178,9 +179,13 @@ async def events(feed: CommitFeed, stream: Stream, alive: Callable[[], bool],
                     batch.append(stream.receive.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-            for store, path in dict.fromkeys(batch):
-                yield _event("commit", {"store": store, "path": path,
-                                        **(detail(store, path) if detail else {})})
+            if detail is not None:  # a mount's stream: the batch in one write
+                yield "".join(_event("commit", {"store": store, "path": path,
+                                                **detail(store, path)})
+                              for store, path in dict.fromkeys(batch))
+            else:
+                for store, path in dict.fromkeys(batch):
+                    yield _event("commit", {"store": store, "path": path})
             if stream.lagging:
                 stream.lagging = False
                 yield _event("resync", {})
