@@ -198,6 +198,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
                       socket_path=args.socket, personal=args.personal, http_port=args.http)
 
 
+def cmd_mount(args: argparse.Namespace) -> int:
+    """``memfs mount URL MOUNTPOINT``: the remote mount (control/client/remote/)."""
+    import logging
+
+    from control.client.remote.mount import run
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="memfs mount: %(levelname)s %(message)s")
+    return run(args.url, args.mountpoint, args.token_file, stale_ok=args.stale_ok,
+               wait=args.wait, cafile=args.cacert, cache_bytes=args.cache_mib << 20)
+
+
 def cmd_attach(args: argparse.Namespace) -> int:
     """``memfs attach`` and ``memfs detach``: the system service's root helper."""
     from pathlib import Path
@@ -403,6 +415,24 @@ def _parser(grep_help: bool = False) -> argparse.ArgumentParser:
                  "has stopped (the system service's ExecStopPost)", parents=())
     detach.add_argument("--config", required=True, metavar="FILE",
                         help="the daemon's TOML config file")
+    mount = add("mount", cmd_mount, "mount a daemon's memory over HTTP(S), read-only, as the "
+                "token's agent (a normal user, fusermount3; runs in the foreground)",
+                parents=())
+    mount.add_argument("url", metavar="URL", help="the daemon's [http] listener, e.g. "
+                       "https://memory.example:8420")
+    mount.add_argument("mountpoint", metavar="MOUNTPOINT", help="an empty folder of yours")
+    mount.add_argument("--token-file", metavar="FILE", help="a file (mode 0600) holding the "
+                       "agent's token (default: $MEMFS_TOKEN_FILE)")
+    mount.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
+                       help="how long a request keeps trying an unreachable daemon before "
+                            "it fails with ETIMEDOUT (default 5)")
+    mount.add_argument("--stale-ok", type=float, default=0.0, metavar="SECONDS",
+                       help="while the daemon is unreachable, serve what was cached for "
+                            "this long after losing it (default 0: never)")
+    mount.add_argument("--cacert", metavar="FILE",
+                       help="trust these certificates for https (default: the system's)")
+    mount.add_argument("--cache-mib", type=int, default=64, metavar="MIB",
+                       help="file contents kept for warm opens (default 64)")
     mcp = add("mcp", cmd_mcp, "run the MCP tool layer over stdio (over HTTP: /mcp on the "
               "daemon's [http] listener, with a bearer token)",
               parents=[_options("socket", "remote", "as", "agent")])
@@ -625,7 +655,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"memfs grep: a PATTERN is required (usage: {GREP_USAGE}; more: memfs grep "
                   "--help)", file=sys.stderr)
             return EXIT_USAGE
-    if args.command in ("serve", "mcp", "attach", "detach"):
+    if args.command in ("serve", "mcp", "attach", "detach", "mount"):
         try:
             code: int = args.func(args)
         except Usage as error:
