@@ -90,7 +90,8 @@ def test_vectors_follow_puts_removes_and_stores(tmp_path: Path) -> None:
     index.commit()
     found = index.nearest(unit(0, 1), ["notes", "ops"], 10)
     assert [str(m.path) for m in found] == ["notes/a.md", "ops/b.md"]
-    assert found[0].score == pytest.approx(1.0, abs=0.01)  # its second chunk
+    # its second chunk (at 2 bits a dimension, 0.89 in 4 dimensions; the first: 0.27)
+    assert found[0].score > 0.8
     assert [str(m.path) for m in index.nearest(unit(0, 1), ["ops"], 10)] == ["ops/b.md"]
     table = index.vectors
     assert table is not None
