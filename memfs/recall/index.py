@@ -42,7 +42,7 @@ from memfs.store.paths import MemPath
 # The index's format: a directory holding another (an older memfs, another analyzer,
 # vectors of another model) is rebuilt. Bump it whenever the schema or the analyzer
 # changes; the model's id is written after it.
-FORMAT = "memfs-recall-3"
+FORMAT = "memfs-recall-4"
 FORMAT_FILE = "memfs-format"
 WRITER_HEAP = 15_000_000  # bytes: tantivy's smallest writer arena
 # How much each field weighs in a document's score (tuned on the tuning half of
@@ -52,8 +52,12 @@ BOOSTS = {"path": 1.0, "title": 3.0, "headings": 0.5, "body": 1.0}
 # adds PROXIMITY_BOOST times a term's weight
 PROXIMITY_SLOP = 3
 PROXIMITY_BOOST = 1.0
-CHECK_BYTES = 8  # of a vector's checksum (blake2b)
+CHECK_BYTES = 4  # of a file's vectors' checksum (blake2b: catches corruption, not forgery)
 BLOCK_ROWS = 512  # vectors compared with a query at once
+# files of the index that are read whole, never memory-mapped (nor are those whose
+# name starts with "."): rewritten under a name that another inode may take, such a
+# file can be "shorter" without having been truncated
+UNMAPPED = frozenset({"meta.json", FORMAT_FILE})
 
 
 class IndexFailed(Exception):
@@ -344,11 +348,13 @@ class RecallIndex:
         with self._lock:
             sizes = self._sizes
         for name, (inode, size) in sizes.items():
+            if name.startswith(".") or name in UNMAPPED:
+                continue
             try:
                 now = os.stat(self.directory / name)
             except FileNotFoundError:
                 continue  # removed: the pages already mapped stay readable
-            # (a file tantivy replaced, such as meta.json, is another inode: not truncated)
+            # (a file tantivy replaced is another inode: not truncated)
             if now.st_ino == inode and now.st_size < size:
                 raise IndexFailed(f"{self.directory / name} was truncated")
 

@@ -58,6 +58,24 @@ def test_a_replaced_file_is_not_a_truncated_one(tmp_path: Path) -> None:
         index.search(query_terms("retry"), ["notes"], 10)
 
 
+def test_a_file_read_whole_is_never_taken_for_a_truncated_one(tmp_path: Path) -> None:
+    """tantivy rewrites .managed.json and meta.json under a new name it renames over the
+    old: the new file may take an inode number freed earlier and be shorter than the
+    file that had it then (seen: a 100,000-file index rebuilt for it). Only the files it
+    memory-maps count."""
+    index = filled(tmp_path / "i")
+    for name in (".managed.json", "meta.json"):
+        path = tmp_path / "i" / name
+        inode, size = index._sizes[name]
+        path.write_bytes(path.read_bytes()[:size // 2])  # the same inode, shorter
+        assert os.stat(path).st_ino == inode
+    index.check()
+    segment = next(p for p in (tmp_path / "i").iterdir() if p.suffix == ".term")
+    os.truncate(segment, 1)
+    with pytest.raises(IndexFailed, match="truncated"):
+        index.check()
+
+
 @pytest.mark.parametrize("garbage", [b"", b"\x00" * 100, b"not an index"])
 def test_what_cannot_be_opened_is_refused(tmp_path: Path, garbage: bytes) -> None:
     filled(tmp_path / "i").close()
@@ -90,7 +108,8 @@ def test_vectors_follow_puts_removes_and_stores(tmp_path: Path) -> None:
     index.commit()
     found = index.nearest(unit(0, 1), ["notes", "ops"], 10)
     assert [str(m.path) for m in found] == ["notes/a.md", "ops/b.md"]
-    assert found[0].score == pytest.approx(1.0, abs=0.01)  # its second chunk
+    # its second chunk (at 2 bits a dimension, 0.89 in 4 dimensions; the first: 0.27)
+    assert found[0].score > 0.8
     assert [str(m.path) for m in index.nearest(unit(0, 1), ["ops"], 10)] == ["ops/b.md"]
     table = index.vectors
     assert table is not None
