@@ -48,8 +48,8 @@ from control.http.problems import Problem, flag, guarded, json_object, query, re
 from control.http.recall import recall, wants_recall
 from control.ops.dispatcher import Dispatcher
 from control.socket.server import max_line_bytes
-from memfs.store.globs import MAX_GLOB_CHARS
-from memfs.store.paths import glob_pattern
+from memfs.store.fs.globs import MAX_GLOB_CHARS
+from memfs.store.fs.paths import glob_pattern
 
 
 def agent_of(request: Request) -> str:

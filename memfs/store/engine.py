@@ -3,23 +3,24 @@
 Layout under ROOT::
 
     stores/STORE/...             the content, exactly the files agents see
-    state/seen/AGENT/STORE/...   digest each agent last read or wrote (seen.py)
+    state/seen/AGENT/STORE/...   digest each agent last read or wrote (read/seen.py)
     state/staging/DAEMON/        new bytes before they are renamed into place
     state/locks/STORE.lock       flock'd by the daemon committing to STORE
-    state/intents/STORE          the intent of STORE's landing under way (intents.py)
+    state/intents/STORE          the intent of STORE's landing under way (write/intents.py)
     state/landing/STORE/         files of a change of several files, until it lands
-    state/history/STORE.git      the store's git history (history.py)
-    state/agents.json            personal mode: the agents registered by name (agents.py)
+    state/history/STORE.git      the store's git history (history/repo.py)
+    state/agents.json            personal mode: the agents registered by name (access/agents.py)
 
 The engine is synchronous and thread-safe: the daemon calls it from trio worker
 threads. Several engines (daemons) may share one ROOT: the store lock is an flock on
 a shared file and every decision reads the shared on-disk state. Every accepted change
 lands under the store lock: a single-file change in a batch of the changes sent to its
-store meanwhile, each checked in turn, their durability shared (batch.py, landing.py),
-a change of several files on its own (store.py); each is one history commit. The
+store meanwhile, each checked in turn, their durability shared (write/batch.py,
+write/landing.py), a change of several files on its own (write/store.py); each is one
+history commit. The
 engine's parts: ``engine.history`` reads a store's history for an agent
-(history_reads.py), ``engine.unrecorded`` the reads for a person looking that record
-nothing (unrecorded.py).
+(history/view.py), ``engine.unrecorded`` the reads for a person looking that record
+nothing (read/unrecorded.py).
 """
 
 from __future__ import annotations
@@ -34,9 +35,7 @@ from typing import Any
 import pygit2
 
 from memfs.config import Config
-from memfs.store import backing, near
-from memfs.store.agents import AgentRegistry, check_agent_name
-from memfs.store.batch import APPEND, DELETE, REPLACE, Queue, Ticket
+from memfs.store.access.agents import AgentRegistry, check_agent_name
 from memfs.store.errors import (
     ABSENT,
     AgentRequired,
@@ -48,18 +47,21 @@ from memfs.store.errors import (
     TooLarge,
     refused_when_full,
 )
-from memfs.store.gitobjects import on_shared_filesystem
-from memfs.store.globs import compile_glob, literal_prefix
-from memfs.store.history import SINGLE_PATH_OPS, current_delegate
-from memfs.store.history_reads import HistoryReads
-from memfs.store.landing import BatchLanding, check_version
-from memfs.store.pages import Page, read_page
-from memfs.store.paths import MemPath, check_component, nameable
-from memfs.store.seen import SeenRecords
-from memfs.store.staging import Staging
-from memfs.store.store import Landing, Store
-from memfs.store.unrecorded import UnrecordedReads
-from memfs.store.versions import FileInfo, Pinned, Version, version_at, version_of
+from memfs.store.fs import backing
+from memfs.store.fs.globs import compile_glob, literal_prefix
+from memfs.store.fs.paths import MemPath, check_component, nameable
+from memfs.store.history.gitobjects import on_shared_filesystem
+from memfs.store.history.repo import SINGLE_PATH_OPS, current_delegate
+from memfs.store.history.view import HistoryReads
+from memfs.store.read import near
+from memfs.store.read.pages import Page, read_page
+from memfs.store.read.seen import SeenRecords
+from memfs.store.read.unrecorded import UnrecordedReads
+from memfs.store.read.versions import FileInfo, Pinned, Version, version_at, version_of
+from memfs.store.write.batch import APPEND, DELETE, REPLACE, Queue, Ticket
+from memfs.store.write.landing import BatchLanding, check_version
+from memfs.store.write.staging import Staging
+from memfs.store.write.store import Landing, Store
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ class Engine:
                                        intents=state / "intents" / name, shared=shared)
         self._staging = Staging(state / "staging")
         self.commit_listeners: list[Callable[[MemPath], None]] = []
-        # Each store's single-file changes land in batches (memfs/store/batch.py).
+        # Each store's single-file changes land in batches (memfs/store/write/batch.py).
         self._queues = {name: Queue(BatchLanding(store, self._staging,
                                                  check_size=self._check_size,
                                             notify=self._notify))
@@ -156,7 +158,7 @@ class Engine:
     def recover(self) -> dict[str, list[str]]:
         """At start-up: per store, under its lock, finish a change a crashed daemon
         left half done and record in history what differs from the files (see
-        memfs/store/store.py). Returns the paths recorded, by store."""
+        memfs/store/write/store.py). Returns the paths recorded, by store."""
         recorded = {}
         for name, store in self._stores.items():
             with store.locked():
@@ -222,7 +224,7 @@ class Engine:
 
     def use_agent(self, agent: str) -> None:
         """Note that ``agent`` is acting (any way in): in personal mode a new name is
-        registered and its last-seen time kept (memfs/store/agents.py). Raises
+        registered and its last-seen time kept (memfs/store/access/agents.py). Raises
         InvalidInput, PermissionDenied (a name another uid registered), NoSpace."""
         if isinstance(self.agents, AgentRegistry):
             self.agents.use(agent)
@@ -241,7 +243,7 @@ class Engine:
 
     def sweep_seen(self) -> int:
         """Remove seen records of files that no longer exist, once they are older than
-        ``seen_retention_days``; returns how many (see memfs/store/seen.py)."""
+        ``seen_retention_days``; returns how many (see memfs/store/read/seen.py)."""
 
         def exists(store: str, rel: str) -> bool | None:
             if store not in self._stores:
@@ -258,7 +260,7 @@ class Engine:
         return self.seen.sweep(exists, self.config.seen_retention_days * 86400)
 
     def planted(self, store: str) -> list[str]:
-        """Paths in ``store`` that memfs never shows (see memfs/store/planted.py), for
+        """Paths in ``store`` that memfs never shows (see memfs/store/fs/planted.py), for
         the jailed search to skip. Raises InvalidInput when there are absurdly many."""
         return self._stores[store].planted.planted()
 
@@ -363,7 +365,7 @@ class Engine:
     def read_page(self, agent: str, path: MemPath, offset: int,
                   limit: int | None) -> tuple[Page, Pinned]:
         """Lines ``[offset, offset + limit)`` of the current version, which is recorded
-        as seen (its absence too); memory bounded by the page (memfs/store/pages.py)."""
+        as seen (its absence too); memory bounded by the page (memfs/store/read/pages.py)."""
         pinned = self.open_version(agent, path, absent=True)
         with backing.closing_fd(pinned.fd):
             return read_page(pinned.fd, offset, limit, pinned.version.size), pinned
@@ -557,7 +559,7 @@ class Engine:
                 if plan.op in SINGLE_PATH_OPS:  # the log reads those as one-path commits
                     raise ValueError(f"a plan's op cannot be {plan.op!r}")
                 # Several files wait in the store's landing directory, so that a crash
-                # at any point lands all of them or none (see store.py).
+                # at any point lands all of them or none (see write/store.py).
                 into = handles.landing_fd if len(plan.writes) > 1 else None
                 for rel, data in sorted(plan.writes.items()):
                     path = _mem_path(store, rel)
@@ -641,7 +643,7 @@ class Engine:
         """Land ``data`` as the new version of ``path`` in the store's next batch, if
         the version check allows it then (``create_freely``: creating a missing file
         needs no check of the record, only of ``precondition``). Answered once the
-        change is durable (memfs/store/landing.py)."""
+        change is durable (memfs/store/write/landing.py)."""
         store = self._stores[path.store]
         git = str(pygit2.hash(data)) if store.history is not None else None
         ticket = Ticket(REPLACE, agent, self._email(agent), path, -1, op,

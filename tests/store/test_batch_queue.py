@@ -1,4 +1,4 @@
-"""The leader/follower queue of a store's changes (memfs/store/batch.py), with a lander
+"""The leader/follower queue of a store's changes (memfs/store/write/batch.py), with a lander
 that only records what it is given: every ticket is answered exactly once, batches never
 overlap, a ticket sent back waits for a later batch, a failing step answers its batch
 with the error and the queue goes on, and leadership passes to a waiting thread."""
@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from memfs.store.batch import REPLACE, Queue, Ticket
-from memfs.store.paths import MemPath
+from memfs.store.fs.paths import MemPath
+from memfs.store.write.batch import REPLACE, Queue, Ticket
 
 
 class Recorder:

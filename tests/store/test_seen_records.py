@@ -13,8 +13,8 @@ import pytest
 from control.client import ConflictError
 from memfs.config import parse_config
 from memfs.store.engine import Engine
-from memfs.store.lru import LRU
-from memfs.store.paths import parse_path
+from memfs.store.fs.paths import parse_path
+from memfs.store.read.lru import LRU
 from tests.support import UID_A, UID_B, Daemon, connect_as, public_tmpdir, standard_config
 
 

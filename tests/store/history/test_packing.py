@@ -1,5 +1,5 @@
 """Packing a store's history: the number of packs stays logarithmic in the objects
-(merged as `git repack --geometric=2` chooses, memfs/store/packs.py), a merge holds
+(merged as `git repack --geometric=2` chooses, memfs/store/history/packs.py), a merge holds
 little memory, readers and commits go on while packs merge, and plain git reads and
 checks every pack."""
 
@@ -19,9 +19,9 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from memfs.store import history as history_module
-from memfs.store import packs
-from memfs.store.history import Change, StoreHistory
+from memfs.store.history import packs
+from memfs.store.history import repo as history_module
+from memfs.store.history.repo import Change, StoreHistory
 from tests.store.history.conftest import history_config
 from tests.store.history.gitcheck import (
     assert_valid_git,

@@ -18,7 +18,7 @@ of ``main`` and the files as a ``recover:`` commit by memfs (a crash between a r
 and its commit, an operator's change in the backing directory); a missing or
 unreadable repository is rebuilt from the files.
 
-Durability. The commits of a batch of changes (memfs/store/landing.py) are built in
+Durability. The commits of a batch of changes (memfs/store/write/landing.py) are built in
 memory and written as one pack (`prepare_batch`), which the batch's flush makes durable
 with its files before any of them is acknowledged (`made_durable` notes their head).
 Other commits (``recover:`` ones, the memory model's operations) are written as loose
@@ -30,7 +30,7 @@ named once written); after a power loss, commits not yet durable may be gone or
 damaged: the repository falls back to the durable head and `recover` records what
 differs as one ``recover:`` commit.
 
-Loose objects are written by memfs/store/gitobjects.py (an unnamed file linked into
+Loose objects are written by memfs/store/history/gitobjects.py (an unnamed file linked into
 place) and the ref is rewritten in place on a local disk: a few file operations per
 commit. On a shared file system each object, pack and the ref are fsynced and the ref
 replaced by a rename, so that the next commit, possibly on another host, builds on
@@ -40,7 +40,7 @@ Loose objects are packed by `pack`, which the daemon calls in a worker thread, o
 the store lock (packed objects are immutable, so writers go on), at its first
 maintenance and then every PACK_AFTER objects or PACKS_BEFORE_MERGE packs of batches;
 it also removes what crashes left, and merges packs so that there are at most about
-log2(objects / PACK_AFTER) + 1 of them (memfs/store/packs.py).
+log2(objects / PACK_AFTER) + 1 of them (memfs/store/history/packs.py).
 """
 
 from __future__ import annotations
@@ -62,9 +62,11 @@ from pathlib import Path
 import pygit2
 
 from memfs.errors import MemfsError
-from memfs.store import crashpoints, packs, revs
+from memfs.store import crashpoints
 from memfs.store.errors import InvalidInput, NoSpace, NotFound
-from memfs.store.gitobjects import (
+from memfs.store.fs.syscalls import syncfs
+from memfs.store.history import packs, revs
+from memfs.store.history.gitobjects import (
     intact,
     on_shared_filesystem,
     temporary_name,
@@ -72,7 +74,6 @@ from memfs.store.gitobjects import (
     write_ref,
     writer_repository,
 )
-from memfs.store.syscalls import syncfs
 
 log = logging.getLogger("memfs.history")
 
@@ -169,7 +170,7 @@ def _trailers(message: str) -> dict[str, str]:
 
 # The delegate uid on whose request the changes being made are (None: the agent's own),
 # set by the dispatcher around a delegate's request (`delegated`) and read where a
-# commit message is built (memfs/store/store.py): every change of that request, in
+# commit message is built (memfs/store/write/store.py): every change of that request, in
 # whichever store, names the delegate, with no parameter through every layer between.
 _DELEGATE: contextvars.ContextVar[int | None] = contextvars.ContextVar("memfs_delegate",
                                                                        default=None)
@@ -357,7 +358,7 @@ class StoreHistory:
     def prepare_batch(self, planned: list[Planned], *, parent: str | None) -> list[str]:
         """Write the commits of ``planned`` in order, each on the previous one (the
         first on ``parent``, ``main``'s head as the caller just read it), blobs and
-        trees too, as **one pack** (memfs/store/gitobjects.py: write_pack), without
+        trees too, as **one pack** (memfs/store/history/gitobjects.py: write_pack), without
         moving ``main``; returns their ids. Built in memory, so a change's commit costs
         no file of its own, and nothing is written if it fails. Raises HistoryError
         (NoSpace: the file system is full)."""
@@ -562,7 +563,7 @@ class StoreHistory:
 
     def pack(self) -> int:
         """Pack the loose objects into new packs of at most PACK_AFTER objects each,
-        remove them, then merge packs so that there are few (memfs/store/packs.py);
+        remove them, then merge packs so that there are few (memfs/store/history/packs.py);
         returns how many loose objects were packed. Safe while commits go on: only
         objects in a pack already written are removed, and a reader that misses an
         object finds it in the new pack. Memory stays that of one batch, however many

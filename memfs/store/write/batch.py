@@ -9,7 +9,7 @@ then it hands the leadership to the thread of the oldest ticket still waiting, i
 An uncontended change so costs no hand-over between threads, and while one batch
 becomes durable the next one gathers.
 
-How a batch lands (the `Lander`'s steps, memfs/store/landing.py):
+How a batch lands (the `Lander`'s steps, memfs/store/write/landing.py):
 
 * `prepare`: order the batch and make its staged files durable (B1-B2);
 * `land`: under the store lock, check every ticket in order and land the accepted ones
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from memfs.store import crashpoints
-from memfs.store.paths import MemPath
-from memfs.store.staging import Staged
+from memfs.store.fs.paths import MemPath
+from memfs.store.write.staging import Staged
 
 MAX_TICKETS = 256  # per batch: a batch's writers wait for its last one
 MAX_BYTES = 32 << 20  # bytes of content per batch (at least one ticket, whatever its size)
@@ -106,7 +106,7 @@ class Ticket:
 
 
 class Lander(Protocol):
-    """The steps of landing one store's batches (memfs/store/landing.py)."""
+    """The steps of landing one store's batches (memfs/store/write/landing.py)."""
 
     def prepare(self, batch: list[Ticket]) -> None:
         """Order ``batch`` (in place) and make its staged files durable."""

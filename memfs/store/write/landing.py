@@ -1,4 +1,4 @@
-"""Landing a store's batches of single-file changes (the steps of memfs/store/batch.py's
+"""Landing a store's batches of single-file changes (the steps of memfs/store/write/batch.py's
 `Lander`; docs/design/group-commit.md, section 3).
 
 A batch's tickets were each checked, hashed and staged (without fsync) by the thread
@@ -14,15 +14,15 @@ B4. checks every ticket in order, each against what the tickets before it left (
     was form a *run*, written as one step; an append that follows another change of
     its path waits for the next batch (it would need that change's bytes);
 B5. with history, builds one commit per accepted change, in order, each on the last,
-    and writes them as one pack (memfs/store/history.py: prepare_batch);
-B6. sets the batch's intent (memfs/store/intents.py): each path's digest before and
+    and writes them as one pack (memfs/store/history/repo.py: prepare_batch);
+B6. sets the batch's intent (memfs/store/write/intents.py): each path's digest before and
     after each step, the commits, the records to set, the size before a run; without
     history only when the batch has a run or more than one step;
 B7. lands the steps in order: renames, unlinks, and each run (the file marked as
     appending with its old size, all its bytes written with one pwrite and fsynced,
     then its new version record stamped and the mark removed);
 B8. bumps the store's generation, sets the writers' records in ticket order, moves
-    ``main`` to the last commit (memfs/store/store.py: finish_batch);
+    ``main`` to the last commit (memfs/store/write/store.py: finish_batch);
 B9. releases the lock;
 B10. makes what landed durable: one fsync of the folder for a single change (as a lone
     write always did), else one syncfs, which also covers the next batch's staged
@@ -48,8 +48,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from memfs.store import backing, crashpoints
-from memfs.store.batch import APPEND, DELETE, REPLACE, Ticket
+from memfs.store import crashpoints
 from memfs.store.errors import (
     ABSENT,
     ConditionFailed,
@@ -59,11 +58,10 @@ from memfs.store.errors import (
     NoSpace,
     TooLarge,
 )
-from memfs.store.history import Planned, message_for
-from memfs.store.paths import MemPath
-from memfs.store.staging import Staged, Staging
-from memfs.store.store import BatchPlan, GroupPlan, Store
-from memfs.store.versions import (
+from memfs.store.fs import backing
+from memfs.store.fs.paths import MemPath
+from memfs.store.history.repo import Planned, message_for
+from memfs.store.read.versions import (
     Version,
     appended_digest,
     mark_appending,
@@ -71,6 +69,9 @@ from memfs.store.versions import (
     version_at,
     version_of,
 )
+from memfs.store.write.batch import APPEND, DELETE, REPLACE, Ticket
+from memfs.store.write.staging import Staged, Staging
+from memfs.store.write.store import BatchPlan, GroupPlan, Store
 
 _UNSEEN = object()  # no record in a batch's overlay: read the agent's record on disk
 
