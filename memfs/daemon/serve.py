@@ -520,8 +520,8 @@ HISTORY_SYNC_INTERVAL = 1.0
 
 async def maintain_history(engine: Engine) -> None:
     """Every second, in a worker thread: make recent history commits durable and pack
-    loose objects when there are many (see memfs/store/history/repo.py). A failure is
-    logged, never fatal: the files are the source of truth."""
+    loose objects when there are many (see memfs/store/history/maintenance.py). A
+    failure is logged, never fatal: the files are the source of truth."""
     while True:
         await trio.sleep(HISTORY_SYNC_INTERVAL)
         try:

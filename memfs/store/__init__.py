@@ -15,8 +15,10 @@ history. Its folders follow a change through the pipeline:
   (`read.seen`), pages of lines (`read.pages`), the web view's reads that record
   nothing (`read.unrecorded`), the names a `NotFound` suggests (`read.near`), and
   their cache (`read.lru`).
-* `history/`: the git history: the repository and its commits (`history.repo`), an
-  agent's log, old versions and diffs (`history.view`), objects and packs on disk
+* `history/`: the git history: a store's repository (`history.store_history`) with its
+  roles, writing commits (`history.writer`), packing (`history.maintenance`) and
+  reading (`history.reader`) over what they share (`history.repo`), an agent's log,
+  old versions and diffs (`history.view`), objects and packs on disk
   (`history.gitobjects`, `history.packs`), revision syntax (`history.revs`), mirrors
   and restore (`history.mirror`, `history.restore`, `history.gitcli`).
 * `fs/`: the backing directory, opened without following symlinks (`fs.backing`),

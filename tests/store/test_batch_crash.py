@@ -26,7 +26,8 @@ import pytest
 
 from control.client import Client, ConflictError, MemfsClientError, NotFoundError
 from memfs.store import crashpoints
-from memfs.store.history.repo import Change, StoreHistory, message_for
+from memfs.store.history.repo import Change, message_for
+from memfs.store.history.store_history import StoreHistory
 from memfs.store.read.versions import stamp
 from memfs.store.write import store
 from tests.store.history.gitcheck import (
@@ -233,7 +234,7 @@ def test_a_batch_lands_as_one_pack_with_a_commit_per_change() -> None:
     made = since(root, before)
     assert len(made) == len(batch) + 2  # and the two writes of check
     ours = {str(c.id) for c in made[:len(batch)]}
-    # Written in a pack (memfs/store/history/repo.py: prepare_batch), not as loose objects.
+    # Written in a pack (memfs/store/history/writer.py: prepare_batch), not as loose objects.
     assert ours <= {oid for ids in pack_ids(root, "notes") for oid in ids}
     assert not ours & {p.parent.name + p.name for p in loose_files(root, "notes")}
     assert_valid_git(root, "notes")

@@ -1,8 +1,14 @@
 """The git history of each store: one bare repository per store, one commit per
 accepted change, written in process with pygit2; packed, mirrored and restored.
 
-* `repo`: a store's repository (`StoreHistory`: commits, recovery, packing and reads),
-  the commit message and its trailers (`message_for`, `named_path`, `delegated`,
+* `store_history`: `StoreHistory`, a store's repository with its three roles joined:
+  * `writer` (`HistoryWriter`): blobs and commits under the store lock, a batch's
+    commits as one pack, `recover`, `sync` (durability);
+  * `maintenance` (`HistoryMaintenance`): packing and merging packs, outside the lock
+    (`PACK_AFTER`, `MERGE_GRACE` and the other knobs);
+  * `reader` (`HistoryReader`): `resolve`, `log`, `content`, `versions`, any thread.
+* `repo`: what the roles share: the opened repository (`Repository`), the commit
+  message and its trailers (`message_for`, `named_path`, `delegated`,
   `current_delegate`, `SINGLE_PATH_OPS`), `parse_time`, and what it raises
   (`HistoryError`, `HistoryFull`); `Change`, `Planned`, `Entry`.
 * `view`: the history read on an agent's behalf: log, an old version, a diff, with the

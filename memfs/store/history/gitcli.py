@@ -2,7 +2,7 @@
 ls-remote and fetch (memfs/store/history/mirror.py, memfs/store/history/restore.py) go through the
 ``git`` program, so that every URL git accepts works, with git's own transports,
 ssh keys and credential helpers (the daemon's user's git config); the history itself
-is written in process with pygit2 (memfs/store/history/repo.py).
+is written in process with pygit2 (memfs/store/history/writer.py).
 
 Each run is a child process of the daemon, under its own uid and nothing more, with a
 time limit, stdin closed and no terminal: git never waits for someone to type a

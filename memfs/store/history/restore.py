@@ -36,7 +36,8 @@ from memfs.store.fs.paths import parse_path
 from memfs.store.fs.syscalls import syncfs
 from memfs.store.history.gitcli import GitRunner
 from memfs.store.history.mirror import REF, StoreMirror, shown
-from memfs.store.history.repo import StoreHistory, named_path
+from memfs.store.history.repo import named_path
+from memfs.store.history.store_history import StoreHistory
 from memfs.store.read.versions import digest_bytes, stamp
 
 log = logging.getLogger("memfs.mirror")

@@ -14,7 +14,7 @@ B4. checks every ticket in order, each against what the tickets before it left (
     was form a *run*, written as one step; an append that follows another change of
     its path waits for the next batch (it would need that change's bytes);
 B5. with history, builds one commit per accepted change, in order, each on the last,
-    and writes them as one pack (memfs/store/history/repo.py: prepare_batch);
+    and writes them as one pack (memfs/store/history/writer.py: prepare_batch);
 B6. sets the batch's intent (memfs/store/write/intents.py): each path's digest before and
     after each step, the commits, the records to set, the size before a run; without
     history only when the batch has a run or more than one step;

@@ -12,7 +12,7 @@ A change of several files (the memory model's operations: `land`) is one step un
 same lock:
 
 1. its history commit is *prepared*: the trees and the commit object are written, but
-   ``main`` does not move yet (memfs/store/history/repo.py), so a history that cannot be
+   ``main`` does not move yet (memfs/store/history/writer.py), so a history that cannot be
    written (a full disk) refuses the change before any of it lands;
 2. the *intent* (writer, paths, new digests, the prepared commit, and where each staged
    file waits) is set, so whoever takes the lock next can finish what a crash
@@ -65,10 +65,10 @@ from memfs.store.history.repo import (
     HistoryError,
     HistoryFull,
     Planned,
-    StoreHistory,
     current_delegate,
     message_for,
 )
+from memfs.store.history.store_history import StoreHistory
 from memfs.store.read.seen import SeenRecords
 from memfs.store.read.versions import Version, appending, digest_fd, mark_appending, version_of
 from memfs.store.write.generation import Generation
