@@ -58,7 +58,7 @@ from memfs.store.read.pages import Page, read_page
 from memfs.store.read.seen import SeenRecords
 from memfs.store.read.unrecorded import UnrecordedReads
 from memfs.store.read.versions import FileInfo, Pinned, Version, version_at, version_of
-from memfs.store.write.batch import APPEND, DELETE, REPLACE, Queue, Ticket
+from memfs.store.write.batch import APPEND, DELETE, REPLACE, Queue, Request, Ticket
 from memfs.store.write.landing import BatchLanding, check_version
 from memfs.store.write.staging import Staging
 from memfs.store.write.store import Landing, Store
@@ -531,9 +531,9 @@ class Engine:
         ``precondition`` too). Raises NotFound, Conflict."""
         self.check_access(agent, path.store, write=True)
         self._plain_write(path)
-        ticket = Ticket(DELETE, agent, self._email(agent), path, -1, "delete",
-                        f"delete {path}", expected=expected, force=force,
-                        precondition=precondition, delegate=current_delegate())
+        ticket = Ticket(Request(DELETE, agent, self._email(agent), path, "delete",
+                                f"delete {path}", expected=expected, force=force,
+                                precondition=precondition, delegate=current_delegate()))
         self._submit(ticket, create=False)
         return self._committed(ticket)
 
@@ -646,10 +646,10 @@ class Engine:
         change is durable (memfs/store/write/landing.py)."""
         store = self._stores[path.store]
         git = str(pygit2.hash(data)) if store.history is not None else None
-        ticket = Ticket(REPLACE, agent, self._email(agent), path, -1, op,
-                        summary or f"{op} {path}", data=data, git=git, expected=expected,
-                        force=force, create_freely=create_freely, precondition=precondition,
-                        delegate=current_delegate())
+        ticket = Ticket(Request(REPLACE, agent, self._email(agent), path, op,
+                                summary or f"{op} {path}", data=data, git=git,
+                                expected=expected, force=force, create_freely=create_freely,
+                                precondition=precondition, delegate=current_delegate()))
         self._submit(ticket, create=True)
         return self._committed(ticket)
 
@@ -659,18 +659,19 @@ class Engine:
         existing file grows in place (the cost is that of ``data``, not of the file;
         the appends of a batch to one file are written at once); a missing one is
         created like a write."""
-        ticket = Ticket(APPEND, agent, self._email(agent), path, -1, "append",
-                        f"append {path}", data=data, precondition=precondition,
-                        delegate=current_delegate())
+        ticket = Ticket(Request(APPEND, agent, self._email(agent), path, "append",
+                                f"append {path}", data=data, precondition=precondition,
+                                delegate=current_delegate()))
         self._submit(ticket, create=True)
         return self._committed(ticket)
 
     def _submit(self, ticket: Ticket, *, create: bool) -> None:
         """Queue ``ticket`` in its store's next batch and wait for its answer, with
         the folder of its file open (``create``: made if missing)."""
-        path = ticket.path
+        request = ticket.request
+        path = request.path
         if create:
-            ticket.parent = self._made_parent(ticket.agent, path, ticket.precondition)
+            ticket.parent = self._made_parent(request.agent, path, request.precondition)
         else:
             ticket.parent = self._parent(path, create=False)
         try:
@@ -682,13 +683,14 @@ class Engine:
 
     def _committed(self, ticket: Ticket) -> Committed:
         """What an answered ticket says, or its error raised."""
-        if ticket.error is not None:
-            raise ticket.error
-        if ticket.missing:
-            raise self._not_found(ticket.path)
-        assert ticket.digest is not None
-        return Committed(ticket.path, ticket.digest, ticket.size, ticket.previous,
-                         ticket.commit, ticket.unchanged)
+        answer = ticket.answer
+        if answer.error is not None:
+            raise answer.error
+        if answer.missing:
+            raise self._not_found(ticket.request.path)
+        assert answer.digest is not None
+        return Committed(ticket.request.path, answer.digest, answer.size, answer.previous,
+                         answer.commit, answer.unchanged)
 
     def _notify(self, path: MemPath) -> None:
         for listener in self.commit_listeners:

@@ -2,8 +2,8 @@
 checked, durable and committed, one store at a time.
 
 * `batch`: the queue of a store's single-file changes; the first writer to arrive leads
-  the batch and lands it for the others (`Queue`, `Ticket`, ``APPEND``/``DELETE``/
-  ``REPLACE``).
+  the batch and lands it for the others (`Queue`; a change is a `Request`, carried by a
+  `Ticket` until the leader sets its `Answer`; ``APPEND``/``DELETE``/``REPLACE``).
 * `landing`: a batch under the store lock: each change's version checked against what
   the writer saw (`check_version`, the one place a write is checked), its commit
   planned, then landed (`BatchLanding`).
