@@ -291,7 +291,7 @@ def bench_app_cost(rounds: int = 30, calls: int = 100) -> None:
     base = public_tmpdir("memfs-bench-http-app-")
     config = standard_config(base)
     config["http"] = {"listen": "127.0.0.1:0"}
-    engine = Engine(parse_config(config))
+    engine = Engine.of(parse_config(config))
     try:
         engine.recover()
         metrics = Metrics()

@@ -46,6 +46,7 @@ from memfs.errors import MemfsError
 from memfs.memory.model import Memory
 from memfs.recall import Recall
 from memfs.service_user import ServiceUser, service_user
+from memfs.store import parts as store_parts
 from memfs.store.engine import Engine
 from memfs.store.fs import shared_root
 from memfs.store.history.mirror import Mirrors
@@ -273,7 +274,7 @@ def start(config: Config, stack: contextlib.ExitStack, *,
         from memfs.store.history.restore import restore_from_mirrors
 
         restore_from_mirrors(config)  # a lost host's stores, from their backups
-    engine = Engine(config)
+    engine = Engine(config, store_parts.build(config))  # seen, staging, stores, access
     stack.callback(engine.close)
     recall = None
     if config.recall.enabled:

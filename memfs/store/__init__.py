@@ -2,10 +2,14 @@
 atomic durable commits, symlink-proof access to the backing directory, and git
 history. Its folders follow a change through the pipeline:
 
-* `engine` (``Engine``): the way in. It checks who is asking and what they may do,
-  and hands each read and write to the parts below; its parts ``engine.history``
-  (`history.view`) and ``engine.unrecorded`` (`read.unrecorded`) are reads of their own.
-* `access/`: who is asking: a personal memory's agents (`access.agents`).
+* `engine` (``Engine``): the way in, a facade. It checks who is asking and what they
+  may do (its ``access``), and hands each read and write to the parts below; its
+  views ``engine.history`` (`history.view`) and ``engine.unrecorded``
+  (`read.unrecorded`) are reads of their own. `parts` builds what an engine is made
+  of (the stores, seen records, staging, access), for the daemon's composition root
+  to hand it.
+* `access/`: who is asking and what they may touch (`access.access`), and a personal
+  memory's agents (`access.agents`).
 * `write/`: a change on its way in: queued and batched (`write.batch`), checked against
   what the writer saw and landed (`write.landing`), its bytes staged (`write.staging`),
   its intent kept for crash recovery (`write.intents`), the store's lock and the last

@@ -35,33 +35,28 @@ from typing import Any
 import pygit2
 
 from memfs.config import Config
-from memfs.store.access.agents import AgentRegistry, check_agent_name
 from memfs.store.errors import (
     ABSENT,
-    AgentRequired,
     InvalidInput,
     NotAFolder,
     NotFound,
     PathTaken,
-    PermissionDenied,
     TooLarge,
     refused_when_full,
 )
 from memfs.store.fs import backing
 from memfs.store.fs.globs import compile_glob, literal_prefix
 from memfs.store.fs.paths import MemPath, check_component, nameable
-from memfs.store.history.gitobjects import on_shared_filesystem
 from memfs.store.history.repo import SINGLE_PATH_OPS, current_delegate
 from memfs.store.history.view import HistoryReads
+from memfs.store.parts import Parts, build
 from memfs.store.read import near
 from memfs.store.read.pages import Page, read_page
-from memfs.store.read.seen import SeenRecords
 from memfs.store.read.unrecorded import UnrecordedReads
 from memfs.store.read.versions import FileInfo, Pinned, Version, version_at, version_of
 from memfs.store.write.batch import APPEND, DELETE, REPLACE, Queue, Request, Ticket
 from memfs.store.write.landing import BatchLanding, check_version
-from memfs.store.write.staging import Staging
-from memfs.store.write.store import Landing, Store
+from memfs.store.write.store import Landing
 
 
 @dataclass(frozen=True)
@@ -105,41 +100,39 @@ Precondition = Callable[[str | None], bool]
 
 
 class Engine:
-    def __init__(self, config: Config) -> None:
+    """The way into the stores: every read and write of a file, each checked for the
+    agent first (``access``), then handed to the parts below (see memfs/store/
+    __init__.py). Built from `Parts` (memfs/store/parts.py: ``Engine(config,
+    build(config))``); it builds only what needs it: each store's batch queue
+    and its views ``history`` and ``unrecorded``."""
+
+    def __init__(self, config: Config, parts: Parts) -> None:
         self.config = config
         self.root = config.root
-        state = self.root / "state"
-        for directory in (self.root, state, state / "staging", state / "locks"):
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # ROOT is private (0700); store content is o+r so jailed tools can read it via fds.
-        os.chmod(self.root, 0o700)
-        stores_dir = self.root / "stores"
-        stores_dir.mkdir(mode=backing.DIR_MODE, exist_ok=True)
-        self.seen = SeenRecords(state / "seen")
-        self._stores: dict[str, Store] = {}
-        shared = on_shared_filesystem(str(state))
-        for name, spec in config.stores.items():
-            history = state / "history" / f"{name}.git" if spec.history else None
-            self._stores[name] = Store(name, stores_dir / name, state / "locks" / f"{name}.lock",
-                                       state / "landing" / name, history, self.seen,
-                                       intents=state / "intents" / name, shared=shared)
-        self._staging = Staging(state / "staging")
+        self.seen = parts.seen
+        self._stores = parts.stores
+        self._staging = parts.staging
+        self.access = parts.access
+        # The agents' names: the config's, or in personal mode those registered so far.
+        self.agents: Collection[str] = parts.access.agents
         self.commit_listeners: list[Callable[[MemPath], None]] = []
         # Each store's single-file changes land in batches (memfs/store/write/batch.py).
         self._queues = {name: Queue(BatchLanding(store, self._staging,
                                                  check_size=self._check_size,
-                                            notify=self._notify))
+                                                 notify=self._notify))
                         for name, store in self._stores.items()}
-        # The agents' names: the config's, or in personal mode those registered so far.
-        self.agents: Collection[str] = (
-            config.agents if config.personal is None
-            else AgentRegistry(state, config.personal.owner))
         self.history = HistoryReads(self._stores, self.seen, check_access=self.check_access,
                                     readable_stores=self.readable_stores,
                                     current_bytes=self.current_bytes, missing=self.missing)
         self.unrecorded = UnrecordedReads(
             self._stores, check_access=self.check_access,
             pin=lambda agent, path: self.open_version(agent, path, record=False))
+
+    @classmethod
+    def of(cls, config: Config) -> Engine:
+        """An engine with the parts that `build` (memfs/store/parts.py) makes for
+        ``config``: for tests and tools; the daemon builds them itself."""
+        return cls(config, build(config))
 
     def close(self) -> None:
         for store in self._stores.values():
@@ -179,61 +172,22 @@ class Engine:
     # -- identity and access ----------------------------------------------------
 
     def agent_for(self, uid: int, as_agent: str | None = None) -> str:
-        """The agent a kernel-verified uid acts as: the uid's own agent; with
-        ``as_agent``, that agent, if the uid is a delegate that may act for it. In
-        personal mode only the owner's uid is served and ``as_agent`` names the
-        agent it is (registered on first use, see `use_agent`): it must be given.
-
-        Raises PermissionDenied for an unknown uid, a non-delegate using
-        ``as_agent``, a delegate beyond its agents, an unknown agent name, or no
-        name in personal mode; InvalidInput for an invalid name in personal mode.
-        """
-        config = self.config
-        if config.personal is not None:
-            if uid != config.personal.owner:
-                raise PermissionDenied(f"uid {uid} is not mapped to any agent: this memory "
-                                       f"is the personal memory of uid {config.personal.owner}")
-            if as_agent is None:
-                raise AgentRequired()
-            return check_agent_name(as_agent)  # lowercase: one spelling, one agent
-        if as_agent is not None:
-            if not config.is_delegate(uid):
-                raise PermissionDenied(
-                    f"uid {uid} is not a delegate and cannot act as agent {as_agent!r} "
-                    "(--as, --agent and MEMFS_AGENT name an agent only for a delegate uid, "
-                    "or in personal mode)")
-            if as_agent not in config.agents:
-                raise PermissionDenied(f"no agent named {as_agent!r}")
-            self.check_delegation(uid, as_agent)
-            return as_agent
-        agent = config.agent_for_uid(uid)
-        if agent is None:
-            raise PermissionDenied(
-                f"uid {uid} is not mapped to any agent: give it one in the daemon's config "
-                f"([agents.NAME] with uid = {uid}), or act for an agent from a delegate uid "
-                "with --as AGENT")
-        return agent
+        """The agent a kernel-verified uid acts as (`Access.agent_for`)."""
+        return self.access.agent_for(uid, as_agent)
 
     def check_delegation(self, uid: int, agent: str) -> None:
-        """Raise PermissionDenied, naming what it may act for, unless delegate ``uid``
-        may act for ``agent``."""
-        if not self.config.may_act_for(uid, agent):
-            allowed = self.config.delegations.get(uid) or ()
-            raise PermissionDenied(f"delegate uid {uid} may act only for "
-                                   f"{', '.join(sorted(allowed))}, not for {agent!r}")
+        """PermissionDenied unless delegate ``uid`` may act for ``agent``
+        (`Access.check_delegation`)."""
+        self.access.check_delegation(uid, agent)
 
     def use_agent(self, agent: str) -> None:
-        """Note that ``agent`` is acting (any way in): in personal mode a new name is
-        registered and its last-seen time kept (memfs/store/access/agents.py). Raises
-        InvalidInput, PermissionDenied (a name another uid registered), NoSpace."""
-        if isinstance(self.agents, AgentRegistry):
-            self.agents.use(agent)
+        """Note that ``agent`` is acting (`Access.use_agent`: personal mode registers
+        it)."""
+        self.access.use_agent(agent)
 
     def readable_stores(self, agent: str) -> list[str]:
-        if self.config.personal is not None:
-            return sorted(self.config.stores)
-        spec = self.config.agents[agent]
-        return sorted(spec.stores)
+        """The stores ``agent`` may read, sorted (`Access.readable_stores`)."""
+        return self.access.readable_stores(agent)
 
     def store_dir(self, store: str) -> Path:
         return self.root / "stores" / store
@@ -271,16 +225,9 @@ class Engine:
                 if store.generation.changed_elsewhere()]
 
     def check_access(self, agent: str, store: str, *, write: bool = False) -> None:
-        """Raise NotFound unless ``agent`` is attached to ``store`` (a store it cannot
-        see does not exist for it, and the stores it might have meant are its own
-        only: no answer reveals another agent's store); PermissionDenied unless it may
-        write there, for ``write``."""
-        access = self.config.access(agent, store)
-        if access is None:
-            known = self.config.personal is not None or agent in self.config.agents
-            raise near.no_store(store, self.readable_stores(agent) if known else [])
-        if write and access != "read_write":
-            raise PermissionDenied(f"agent {agent!r} has read-only access to store {store!r}")
+        """NotFound unless ``agent`` is attached to ``store``; PermissionDenied unless
+        it may write there, for ``write`` (`Access.check_access`)."""
+        self.access.check_access(agent, store, write=write)
 
     def missing(self, path: MemPath) -> NotFound | None:
         """None when ``path`` exists (a folder, a file, or something memfs hides; a

@@ -18,7 +18,7 @@ from tests.support import public_tmpdir, standard_config
 
 @pytest.fixture
 def engine() -> Iterator[Engine]:
-    made = Engine(parse_config(standard_config(public_tmpdir())))
+    made = Engine.of(parse_config(standard_config(public_tmpdir())))
     try:
         yield made
     finally:

@@ -38,7 +38,7 @@ def test_the_messages() -> None:
 
 @pytest.fixture
 def engine() -> Iterator[Engine]:
-    made = Engine(parse_config(standard_config(public_tmpdir())))
+    made = Engine.of(parse_config(standard_config(public_tmpdir())))
     try:
         yield made
     finally:

@@ -1,5 +1,8 @@
-"""Who is asking: the identities the store knows.
+"""Who is asking and what they may touch.
 
+* `access`: the agent a uid acts as, delegation, and whether an agent may read or
+  write a store (`Access`: `agent_for`, `check_delegation`, `use_agent`,
+  `readable_stores`, `check_access`): where access is decided, for every read and write.
 * `agents`: the agents of a personal memory, registered on first use, renamed and
   retired (`AgentRegistry`, `check_agent_name`).
 
