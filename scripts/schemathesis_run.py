@@ -165,6 +165,11 @@ parameters."path.store" = {{ dictionary = "structured", probability = 0.8 }}
 exclude-path-regex = "/(sessions|tasks|decisions|brief)"
 parameters."path.store" = {{ dictionary = "stores", probability = 0.8 }}
 
+# an endless stream (tests/remote/ test it): no answer would ever end
+[[operations]]
+include-path = "/v1/events"
+enabled = false
+
 [[operations]]
 include-path = "/v1/search"
 checks.positive_data_acceptance.enabled = false

@@ -279,7 +279,9 @@ def test_the_client_raises_one_class_per_code(code: str) -> None:
 
 
 def test_the_client_knows_no_code_but_these() -> None:
-    assert set(c._BY_CODE) == set(CLIENT_CODES)
+    # and the HTTP listener's refusal of a token, met with --url (an "other error", 1)
+    assert set(c._BY_CODE) == {*CLIENT_CODES, "unauthenticated"}
+    assert cli.EXIT_BY_CODE.get("unauthenticated", EXIT_ERROR) == EXIT_ERROR
 
 
 @pytest.mark.parametrize("code", CLIENT_CODES)

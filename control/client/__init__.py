@@ -1,6 +1,7 @@
 """The Python client of the control socket: `Client` and the exceptions it raises, one per
 protocol error code. Standard library only and light to import (the `memfs` CLI starts
 with it); `control.client.inproc` carries requests to a dispatcher in the same process,
+`control.client.http` over a daemon's HTTP listener (``--url``),
 `control.client.jsonlite` is its JSON, `control.client.localfiles` the local side of
 download and upload."""
 
@@ -23,6 +24,8 @@ from control.client.client import (
     PermissionDeniedError,
     StrList,
     TooLargeError,
+    UnauthenticatedError,
+    UnavailableError,
     default_socket,
     encode_request,
 )
@@ -46,6 +49,8 @@ __all__ = [
     "PermissionDeniedError",
     "StrList",
     "TooLargeError",
+    "UnauthenticatedError",
+    "UnavailableError",
     "default_socket",
     "encode_request",
 ]

@@ -166,6 +166,13 @@ class InternalError(MemfsClientError):
     code = "internal"
 
 
+class UnauthenticatedError(MemfsClientError):
+    """The daemon's HTTP listener refused the bearer token (unknown, revoked or
+    expired) or got none (control/client/http.py)."""
+
+    code = "unauthenticated"
+
+
 class ConnectionFailed(MemfsClientError):
     code = "connection"
 
@@ -301,11 +308,11 @@ def error_for(code: str, message: str, details: dict[str, Any] | None = None
 
 class Client:
     """The ops as methods, over one transport: the daemon's socket (the default,
-    `SocketTransport`) or a dispatcher in this very process
-    (control/client/inproc.py). It keeps what this connection last saw of each path
-    and sends it as ``expect`` with replaces, edits and deletes: another process of
-    the same agent shares the daemon's per-agent record, and this keeps their writes
-    apart."""
+    `SocketTransport`), its HTTP listener (control/client/http.py: ``expect`` travels
+    as If-Match) or a dispatcher in this very process (control/client/inproc.py). It
+    keeps what this connection last saw of each path and sends it as ``expect`` with
+    replaces, edits and deletes: another process of the same agent shares the
+    daemon's per-agent record, and this keeps their writes apart."""
 
     def __init__(self, socket_path: str | None = None, as_agent: str | None = None, *,
                  transport: Transport | None = None) -> None:

@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from control.http import files, op_routes
+from control.http import files, mounts, op_routes
 from control.http.auth import BearerAuth
 from control.http.mcp import McpEndpoint
 from control.http.metrics import CONTENT_TYPE, Metrics
@@ -133,6 +133,7 @@ def build_app(dispatcher: Dispatcher, http: HttpConfig, metrics: Metrics | None,
     # the most asked for, first (no path of the others is one of theirs)
     routes: list[BaseRoute] = [
         *files.routes(api),
+        *mounts.routes(api, feed),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/v1/openapi.json", openapi, methods=["GET"]),
         Route("/metrics", metrics_text, methods=["GET"]),

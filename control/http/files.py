@@ -12,9 +12,12 @@ Files, as ``/v1/stores/{store}/files/{path}``:
 * ``GET``: the raw bytes (a ``read``: the version is recorded as seen, exactly like a
   socket read; a missing file records that too), ``ETag`` = the blake3 digest in
   quotes; an ``If-None-Match`` that names it (or ``*``) gives 304 (still a read).
+  ``?record=false``: the same bytes and headers, recorded as nothing (a remote
+  mount's scan, control/http/mounts.py).
   ``?at=REV``: the file as it was at REV (a ``show``: records nothing). ``HEAD``: a
   ``stat`` (records nothing), with the status and headers of the GET (304 alike; with
-  ``?at=REV`` the show's), no body.
+  ``?at=REV`` the show's), no body. Both carry ``X-Memfs-Seen``: the digest the agent
+  last read or wrote (empty: none; the mount's ``user.memfs.seen``).
 * ``PUT`` (raw body): replace or create, version-checked against the agent's record
   like every write; ``?force=true`` skips that check. 201 when created.
 * ``PATCH`` with JSON ``{"append": TEXT}`` or ``{"sed": [SCRIPT, ...]}`` (and
@@ -48,8 +51,9 @@ from control.http.problems import Problem, flag, guarded, json_object, query, re
 from control.http.recall import recall, wants_recall
 from control.ops.dispatcher import Dispatcher
 from control.socket.server import max_line_bytes
+from memfs.store.fs import backing
 from memfs.store.fs.globs import MAX_GLOB_CHARS
-from memfs.store.fs.paths import glob_pattern
+from memfs.store.fs.paths import MemPath, glob_pattern, parse_path
 
 
 def agent_of(request: Request) -> str:
@@ -110,6 +114,19 @@ class Api:
         return result
 
 
+def read_unrecorded(api: Api, agent: str, path: MemPath) -> tuple[bytes, dict[str, Any]]:
+    """The current version's bytes and its digest, size and last writer, recorded as
+    nothing (the agent's record stays as it was: a remote mount's scan). Raises
+    NotFound, PermissionDenied, InvalidInput."""
+    pinned = api.dispatcher.engine.open_version(agent, path, record=False)
+    with backing.closing_fd(pinned.fd):
+        data = backing.read_all(pinned.fd, pinned.version.size)
+    version = pinned.version
+    return data, {"digest": version.digest, "size": version.size, "seen": pinned.previous,
+                  "last_writer": version.last_write.agent,
+                  "last_written_at": version.last_write.at}
+
+
 def location(request: Request) -> str:
     """The request's own path as a header carries it: percent-encoded UTF-8 (RFC 3986),
     so that any name (``日本語.md``, ``a b%c.md``) gives a valid, ASCII header."""
@@ -142,6 +159,8 @@ def _version_headers(result: dict[str, Any]) -> dict[str, str]:
     headers = {"ETag": _tag(result["digest"]),
                "X-Memfs-Changed-Since-Last-Read":
                    "true" if result.get("changed_since_last_read") else "false"}
+    if "seen" in result:  # a stat's: what the agent last read or wrote (user.memfs.seen)
+        headers["X-Memfs-Seen"] = result["seen"] or ""
     if result.get("last_writer"):
         headers["X-Memfs-Last-Writer"] = str(result["last_writer"])
     if result.get("last_written_at"):
@@ -174,7 +193,16 @@ def routes(api: Api) -> list[Route]:
     @guarded
     async def read_file(request: Request) -> Response:
         path = _file_path(request)
-        at = query(request, {"at": "rev"}).get("rev")
+        asked = query(request, {"at": "rev", "record": "record"})
+        at = asked.get("rev")
+        record = flag(asked.get("record", "true"), "record")
+        if not record and at is None and request.method == "GET":  # (HEAD, at: no record)
+            data, info = await anyio.to_thread.run_sync(
+                read_unrecorded, api, agent_of(request), parse_path(path))
+            headers = _version_headers(info)
+            if not_modified(request, info["digest"]):
+                return Response(status_code=304, headers=headers)
+            return Response(data, headers=headers, media_type=_media_type(path))
         if request.method == "HEAD" and at is None:
             info = await api.execute(request, "stat", {"path": path})
             headers = _version_headers(info)
@@ -191,7 +219,7 @@ def routes(api: Api) -> list[Route]:
                        "X-Memfs-Rev": shown["rev"]}
             return Response(data, headers=headers, media_type=_media_type(path))
         result = await api.execute(request, "read", {"path": path, "encoding": "bytes"})
-        headers = _version_headers(result)
+        headers = _version_headers({**result, "seen": result["digest"]})  # recorded now
         if not_modified(request, result["digest"]):
             return Response(status_code=304, headers=headers)
         return Response(result["content"], headers=headers, media_type=_media_type(path))

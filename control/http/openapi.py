@@ -60,6 +60,16 @@ _ERRORS = {
 }
 ETAG = {"ETag": {"description": "the blake3 digest, quoted", "required": True,
                  "schema": {"type": "string", "pattern": '^"[0-9a-f]{64}"$'}}}
+SEEN = {"X-Memfs-Seen": {"description": "the digest your agent last read or wrote "
+                                        "(empty: none)", "required": True,
+                         "schema": {"type": "string", "pattern": "^([0-9a-f]{64})?$"}}}
+RECORD = {"name": "record", "in": "query", "required": False, "schema": {"type": "boolean"},
+          "description": "false: the current version's bytes, recorded as nothing (a "
+                         "remote mount's scan); a HEAD or ?at= records nothing anyway"}
+_TIMES = {"mtime_ns": {"type": "integer"}, "ctime_ns": {"type": "integer"}}
+_ENTRY = {"type": "object", "required": ["name", "dir", "size", "mtime_ns", "ctime_ns"],
+          "properties": {"name": {"type": "string"}, "dir": {"type": "boolean"},
+                         "size": {"type": "integer", "minimum": 0}, **_TIMES}}
 JSON_RESULT = {"application/json": {"schema": {"type": "object"}}}
 IF_MATCH = ('"DIGEST" (the ETag you read; several, comma-separated: any of them) or *: '
             "change the file only if it is at that version (*: if it exists), else 412. "
@@ -305,17 +315,18 @@ def _file_operations() -> dict[str, dict[str, Any]]:
     return {
         "get": {"summary": "The file's bytes; records the version as seen (like a read)",
                 "operationId": "read", **ref("read"),
-                "parameters": [*params, _query("at", "show", "rev"),
+                "parameters": [*params, _query("at", "show", "rev"), RECORD,
                                _header("If-None-Match", "the ETag you have (or *): 304 "
                                        "when the file is at that version")],
                 "responses": {"200": {"description": "the bytes", "content": raw_out,
-                                      "headers": ETAG},
+                                      "headers": {**ETAG, **SEEN}},
                               "304": not_modified, **_errors()}},
         "head": {"summary": "The file's headers, as GET (a stat: records nothing)",
                  "operationId": "stat", **ref("stat"),
-                 "parameters": [*params, _query("at", "show", "rev"),
+                 "parameters": [*params, _query("at", "show", "rev"), RECORD,
                                 _header("If-None-Match", "as for GET")],
-                 "responses": {"200": {"description": "headers only", "headers": ETAG},
+                 "responses": {"200": {"description": "headers only",
+                                       "headers": {**ETAG, **SEEN}},
                                "304": not_modified, **_errors(head=True)}},
         "put": {"summary": "Replace or create the file (version-checked)",
                 "operationId": "write", **ref("write"),
@@ -398,6 +409,29 @@ def document() -> dict[str, Any]:
             "responses": {"200": {"description": "paths", "content": JSON_RESULT},
                           **_errors()}}},
         "/v1/stores/{store}/files/{path}": _file_operations(),
+        "/v1/stores/{store}/dir": {"get": {
+            "summary": "One folder as the mount lists it: files and folders with sizes "
+                       "and times (records nothing; for remote mounts)",
+            "operationId": "folder",
+            "parameters": [_path_param("store"),
+                           {"name": "path", "in": "query", "required": False,
+                            "description": "the folder within the store (default: its top)",
+                            "schema": FILE_PATH}],
+            "responses": {"200": {"description": "the folder's times and entries",
+                                  "content": {"application/json": {"schema": {
+                                      "type": "object",
+                                      "required": ["mtime_ns", "ctime_ns", "entries"],
+                                      "properties": {**_TIMES, "entries": {
+                                          "type": "array", "items": _ENTRY}}}}}},
+                          **_errors()}}},
+        "/v1/events": {"get": {
+            "summary": "Your stores' changes as server-sent events (one stream per remote "
+                       "mount): commit {store, path, file, folder}, resync, end",
+            "operationId": "events",
+            "responses": {"200": {"description": "an endless text/event-stream",
+                                  "content": {"text/event-stream": {
+                                      "schema": {"type": "string"}}}},
+                          **_errors(("503", "busy: too many streams; retry shortly"))}}},
         "/v1/search": {"get": {
             "summary": "Search with jailed ripgrep; with q, ranked recall (the recall op: "
                        "files best first, a page at a time)", "operationId": "search",

@@ -198,6 +198,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
                       socket_path=args.socket, personal=args.personal, http_port=args.http)
 
 
+def cmd_mount(args: argparse.Namespace) -> int:
+    """``memfs mount URL MOUNTPOINT``: the remote mount (control/client/remote/)."""
+    import logging
+
+    from control.client.remote.mount import run
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="memfs mount: %(levelname)s %(message)s")
+    return run(args.url, args.mountpoint, args.token_file, stale_ok=args.stale_ok,
+               wait=args.wait, cafile=args.cacert, cache_bytes=args.cache_mib << 20)
+
+
 def cmd_attach(args: argparse.Namespace) -> int:
     """``memfs attach`` and ``memfs detach``: the system service's root helper."""
     from pathlib import Path
@@ -274,7 +286,8 @@ def _port(text: str) -> int:
 
 
 def _options(*wanted: str) -> argparse.ArgumentParser:
-    """A parent parser with the global options ``wanted`` (of socket, as, agent, json):
+    """A parent parser with the global options ``wanted`` (of socket, remote (--url,
+    --token-file, --cacert), as, agent, json):
     each command lists only those it takes."""
     import argparse
 
@@ -284,6 +297,17 @@ def _options(*wanted: str) -> argparse.ArgumentParser:
                             help="the daemon's control socket (env MEMFS_SOCKET; default: "
                                  "your personal daemon's if you run one, else "
                                  "/run/memfs/control.sock)")
+    if "remote" in wanted:
+        parent.add_argument("--url", default=argparse.SUPPRESS, metavar="URL",
+                            help="a daemon's HTTP listener, e.g. https://host:7800, instead "
+                                 "of its socket (env MEMFS_URL; with --token-file)")
+        parent.add_argument("--token-file", default=argparse.SUPPRESS, metavar="FILE",
+                            help="with --url: the file (mode 0600) holding your bearer "
+                                 "token (env MEMFS_TOKEN_FILE)")
+        parent.add_argument("--cacert", default=argparse.SUPPRESS, metavar="FILE",
+                            help="with an https --url: trust this CA file (PEM) instead of "
+                                 "the system's, e.g. a self-signed daemon's (env "
+                                 "MEMFS_CACERT)")
     if "as" in wanted:
         parent.add_argument("--as", dest="as_agent", default=argparse.SUPPRESS,
                             metavar="AGENT", help="act for AGENT (delegate uids only)")
@@ -342,7 +366,7 @@ def _parser(grep_help: bool = False) -> argparse.ArgumentParser:
     which reads the jail's allow-list)."""
     import argparse  # here, not at the top: the fast path below does without it
 
-    common = _options("socket", "as", "agent", "json")
+    common = _options("socket", "remote", "as", "agent", "json")
     parser = argparse.ArgumentParser(
         prog="memfs", parents=[common],
         description="Shared memory for agents: plain files, version-checked writes.",
@@ -391,9 +415,27 @@ def _parser(grep_help: bool = False) -> argparse.ArgumentParser:
                  "has stopped (the system service's ExecStopPost)", parents=())
     detach.add_argument("--config", required=True, metavar="FILE",
                         help="the daemon's TOML config file")
+    mount = add("mount", cmd_mount, "mount a daemon's memory over HTTP(S), read-only, as the "
+                "token's agent (a normal user, fusermount3; runs in the foreground)",
+                parents=())
+    mount.add_argument("url", metavar="URL", help="the daemon's [http] listener, e.g. "
+                       "https://memory.example:8420")
+    mount.add_argument("mountpoint", metavar="MOUNTPOINT", help="an empty folder of yours")
+    mount.add_argument("--token-file", metavar="FILE", help="a file (mode 0600) holding the "
+                       "agent's token (default: $MEMFS_TOKEN_FILE)")
+    mount.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
+                       help="how long a request keeps trying an unreachable daemon before "
+                            "it fails with ETIMEDOUT (default 5)")
+    mount.add_argument("--stale-ok", type=float, default=0.0, metavar="SECONDS",
+                       help="while the daemon is unreachable, serve what was cached for "
+                            "this long after losing it (default 0: never)")
+    mount.add_argument("--cacert", metavar="FILE",
+                       help="trust these certificates for https (default: the system's)")
+    mount.add_argument("--cache-mib", type=int, default=64, metavar="MIB",
+                       help="file contents kept for warm opens (default 64)")
     mcp = add("mcp", cmd_mcp, "run the MCP tool layer over stdio (over HTTP: /mcp on the "
               "daemon's [http] listener, with a bearer token)",
-              parents=[_options("socket", "as", "agent")])
+              parents=[_options("socket", "remote", "as", "agent")])
     mcp.add_argument("--http", dest="mcp_http", metavar="HOST:PORT",
                      help=argparse.SUPPRESS)  # gone: says where
     mcp.add_argument("--local-dir", metavar="DIR",
@@ -463,7 +505,8 @@ def _parser(grep_help: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
-_VALUED = {"--socket": "socket", "--as": "as_agent", "--agent": "agent"}  # global options
+_VALUED = {"--socket": "socket", "--as": "as_agent", "--agent": "agent",  # global options
+           "--url": "url", "--token-file": "token_file", "--cacert": "cacert"}
 
 
 def _split_grep(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -592,11 +635,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ours, rg_args = _split_grep(raw)
     args: Any = _fast_args(ours) or _parser().parse_args(ours)
     for name, default in (("socket", None), ("as_agent", None), ("agent", None),
+                          ("url", None), ("token_file", None), ("cacert", None),
                           ("json", False)):
         if not hasattr(args, name):
             setattr(args, name, default)
     try:
-        args.as_agent = _acting_as(args)
+        remote = _remote(args)
+        args.as_agent = None if remote else _acting_as(args)
     except Usage as error:
         print(f"memfs: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -610,7 +655,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"memfs grep: a PATTERN is required (usage: {GREP_USAGE}; more: memfs grep "
                   "--help)", file=sys.stderr)
             return EXIT_USAGE
-    if args.command in ("serve", "mcp", "attach", "detach"):
+    if args.command in ("serve", "mcp", "attach", "detach", "mount"):
         try:
             code: int = args.func(args)
         except Usage as error:
@@ -618,7 +663,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         return code
     try:
-        with Client(args.socket, as_agent=args.as_agent) as client:
+        with _connect(args, remote) as client:
             code = args.func(client, args)
             return code
     except MemfsClientError as error:
@@ -629,6 +674,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
+
+
+# commands that work only on the daemon's host, over its socket
+LOCAL_ONLY = frozenset({"serve", "mcp", "attach", "detach", "token", "agent"})
+
+
+def _remote(args: Any) -> str | None:
+    """The daemon URL to use (``--url``, else ``MEMFS_URL`` unless ``--socket`` is
+    given), or None for the socket. Raises Usage for what cannot go with a URL."""
+    if args.command == "mount":
+        return None  # a remote mount takes its URL itself
+    if args.url is None and (args.socket or args.command in LOCAL_ONLY):
+        return None  # MEMFS_URL is for the commands that can use it
+    url = args.url or os.environ.get("MEMFS_URL") or None
+    if url is None:
+        return None
+    if args.url and args.socket:
+        raise Usage("--url and --socket name two daemons; give one")
+    if args.command in LOCAL_ONLY:
+        raise Usage(f"memfs {args.command} works only on the daemon's host, over its "
+                    "socket: not with --url (or MEMFS_URL)")
+    if args.as_agent or args.agent:
+        raise Usage("--as and --agent do not apply with --url: the token names the agent")
+    return str(url)
+
+
+def _connect(args: Any, url: str | None) -> Client:
+    """The client of the command: over HTTP to ``url`` (with the token file and CA
+    file of the options or environment), else over the daemon's socket."""
+    if url is None:
+        return Client(args.socket, as_agent=args.as_agent)
+    from control.client.http import CACERT_ENV, http_client
+    from control.client.tokenfile import token_file_path
+
+    client: Client = http_client(url, token_file_path(args.token_file),
+                                 cafile=args.cacert or os.environ.get(CACERT_ENV) or None)
+    return client
 
 
 def _acting_as(args: Any) -> str | None:

@@ -232,7 +232,7 @@ class Mount:
     """A FUSE session of the view, served by `serve_mount` and ended by `close`. This
     one is mounted from outside (`open_unmounted`); `FusermountMount` mounts itself."""
 
-    def __init__(self, view: MemoryView, mountpoint: Path, fuse_fd: int) -> None:
+    def __init__(self, view: pyfuse3.Operations, mountpoint: Path, fuse_fd: int) -> None:
         self.view = view
         self.mountpoint = mountpoint
         self.fuse_fd = fuse_fd
@@ -278,7 +278,7 @@ class FusermountMount(Mount):
     small process of ours, holds a second copy of that end, lets it go only once the
     connection is dead, and unmounts what the helper left (`memfs.fuse.guardian`)."""
 
-    def __init__(self, view: MemoryView, mountpoint: Path, fuse_fd: int,
+    def __init__(self, view: pyfuse3.Operations, mountpoint: Path, fuse_fd: int,
                  channels: dict[int, str], helper: int | None) -> None:
         super().__init__(view, mountpoint, fuse_fd)
         self._channels = channels  # our end of fusermount3's socket: fd -> its inode
@@ -337,23 +337,32 @@ def mount(engine: Engine, mountpoint: Path, *, allow_other: bool) -> FusermountM
     prepare_mountpoint(mountpoint)
     view = MemoryView(engine, one_uid=not allow_other)
     options = set(MOUNT_OPTIONS) | ({"allow_other"} if allow_other else set())
+    mounted = mount_operations(view, mountpoint, options)
+    log.info("mounted %s (read-only, per-agent view%s)", mountpoint,
+             ", for every uid" if allow_other else "")
+    return mounted
+
+
+def mount_operations(operations: pyfuse3.Operations, mountpoint: Path,
+                     options: set[str]) -> FusermountMount:
+    """Mount ``operations`` at ``mountpoint`` (prepared) through fusermount3 with
+    ``options``, with the guardian that unmounts it once this process is gone (also
+    used by the remote mount, control/client/remote/mount.py). Raises MountError."""
     fds_before, children_before = _open_fds(), _children()
     try:
-        pyfuse3.init(view, os.fspath(mountpoint), options)
+        pyfuse3.init(operations, os.fspath(mountpoint), options)
     except RuntimeError as error:
         uid = os.geteuid()
         raise MountError(
             f"cannot mount {mountpoint}: {error} (fusermount3 says why above; check that "
             f"/dev/fuse is usable by uid {uid} (mode 0666), that {mountpoint} is writable "
             f"by uid {uid}" + (" and that /etc/fuse.conf has user_allow_other"
-                               if allow_other else "") + ")") from None
+                               if "allow_other" in options else "") + ")") from None
     new = {fd: what for fd, what in _open_fds().items() if fds_before.get(fd) != what}
     fuse_fd = next(fd for fd, what in new.items() if what == "/dev/fuse")
     channels = {fd: what for fd, what in new.items() if what.startswith("socket:")}
     helpers = [pid for pid in _children() - children_before if _command(pid) == "fusermount3"]
-    log.info("mounted %s (read-only, per-agent view%s)", mountpoint,
-             ", for every uid" if allow_other else "")
-    return FusermountMount(view, mountpoint, fuse_fd, channels,
+    return FusermountMount(operations, mountpoint, fuse_fd, channels,
                            helpers[0] if len(helpers) == 1 else None)
 
 
@@ -396,6 +405,7 @@ async def serve_mount(mounted: Mount, *,
     session is mounted (with `open_unmounted`, root mounts it once the daemon is
     ready), and reads no request before."""
     view = mounted.view
+    assert isinstance(view, MemoryView)  # (the remote mount serves its own way)
     view.attach()
     restore_wait = _install_fast_wait(mounted.fuse_fd)
     try:

@@ -31,6 +31,9 @@ AGREE = [
     ["--json", "log", "-n", "5", "--patch"],
     ["grep"],  # (ripgrep's words are split off before: _split_grep)
     ["--as", "bob", "--json", "grep"],
+    ["--url", "https://h:7800", "--token-file", "/t", "cat", "notes/a.md"],
+    ["--url=http://127.0.0.1:7800", "--cacert", "/ca.pem", "write", "notes/a.md"],
+    ["ls", "--token-file=/t", "--url", "https://h"],
 ]
 
 STEP_ASIDE = [
@@ -45,6 +48,8 @@ STEP_ASIDE = [
     ["--socket"],
     ["--agent"],
     ["--agent", "--json", "ls"],
+    ["--url"],
+    ["--url", "--token-file", "/t", "ls"],
     ["frobnicate", "x"],
     ["brief", "a", "b"],
     ["brief", "--max-bytes", "many"],
@@ -62,7 +67,8 @@ def test_fast_path_matches_argparse(argv: list[str]) -> None:
     fast = cli._fast_args(argv)
     assert fast is not None
     slow = cli._parser().parse_args(argv)
-    defaults = {"socket": None, "as_agent": None, "agent": None, "json": False}
+    defaults = {"socket": None, "as_agent": None, "agent": None, "json": False, "url": None,
+                "token_file": None, "cacert": None}
     assert {**defaults, **vars(fast)} == {**defaults, **vars(slow)}
 
 

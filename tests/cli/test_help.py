@@ -46,6 +46,8 @@ def options(*args: str) -> str:
      ["--as", "--json", "--agent"]),
     (["attach"], ["--config", "--pid"], ["--as", "--json", "--agent", "--socket"]),
     (["detach"], ["--config"], ["--as", "--json", "--agent", "--socket"]),
+    (["mount"], ["--token-file", "--wait", "--stale-ok", "--cacert", "--cache-mib"],
+     ["--as", "--json", "--agent", "--socket"]),
     (["mcp"], ["--socket", "--as", "--agent", "--local-dir"], ["--json"]),
     (["cat"], ["--socket", "--as", "--agent", "--json", "--offset"], []),
     (["task", "claim"], ["--ttl", "--store", "--json"], []),

@@ -26,6 +26,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 from starlette.responses import StreamingResponse
@@ -109,14 +110,15 @@ class CommitFeed:
                 except (trio.ClosedResourceError, trio.BrokenResourceError):
                     break
 
-    def open(self, agent: str) -> Stream:
-        """A new stream of ``agent``'s stores' events. Raises TooManyStreams."""
+    def open(self, agent: str, queue: int = QUEUE) -> Stream:
+        """A new stream of ``agent``'s stores' events, ``queue`` of them buffered before
+        it is told to resync. Raises TooManyStreams."""
         if self._closed:
             raise TooManyStreams("the daemon is shutting down")
         if len(self._streams) >= MAX_STREAMS or \
                 sum(1 for s in self._streams if s.agent == agent) >= PER_AGENT:
             raise TooManyStreams("too many live pages are open; close some and reload")
-        send, receive = trio.open_memory_channel[tuple[str, str]](QUEUE)
+        send, receive = trio.open_memory_channel[tuple[str, str]](queue)
         stream = Stream(agent, lambda store: self._access(agent, store) is not None,
                         send, receive)
         self._streams.add(stream)
@@ -144,24 +146,29 @@ def _event(kind: str, data: object) -> str:
 
 
 async def events(feed: CommitFeed, stream: Stream, alive: Callable[[], bool],
-                 keepalive: float = KEEPALIVE) -> AsyncIterator[str]:
-    """The text of one event stream until the session (``alive``) or the feed ends;
-    releases the stream however it ends (the client leaving cancels it)."""
+                 keepalive: float = KEEPALIVE, ended: str = "signed out",
+                 detail: Callable[[str, str], dict[str, Any]] | None = None,
+                 ) -> AsyncIterator[str]:
+    """The text of one event stream until the session (``alive``) or the feed ends
+    (``ended``: the reason given when ``alive`` says no); releases the stream however
+    it ends (the client leaving cancels it). ``detail(store, path)``: more fields of a
+    commit event (then a batch of events goes out in one write: each write is a pass
+    through the scheduler, and a mount waits for the last event of the batch)."""
     try:
         yield "retry: 5000\n" + _event("hello", {"agent": stream.agent})
         while True:
             received: tuple[str, str] | None = None
-            ended = False
+            closed = False
             with trio.move_on_after(keepalive):  # never yield inside a cancel scope
                 try:
                     received = await stream.receive.receive()
                 except trio.EndOfChannel:
-                    ended = True
-            if ended:
+                    closed = True
+            if closed:
                 yield _event("end", {"reason": "the daemon is stopping"})
                 return
             if not alive():
-                yield _event("end", {"reason": "signed out"})
+                yield _event("end", {"reason": ended})
                 return
             if received is None:
                 yield ": keepalive\n\n"
@@ -172,8 +179,13 @@ async def events(feed: CommitFeed, stream: Stream, alive: Callable[[], bool],
                     batch.append(stream.receive.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-            for store, path in dict.fromkeys(batch):
-                yield _event("commit", {"store": store, "path": path})
+            if detail is not None:  # a mount's stream: the batch in one write
+                yield "".join(_event("commit", {"store": store, "path": path,
+                                                **detail(store, path)})
+                              for store, path in dict.fromkeys(batch))
+            else:
+                for store, path in dict.fromkeys(batch):
+                    yield _event("commit", {"store": store, "path": path})
             if stream.lagging:
                 stream.lagging = False
                 yield _event("resync", {})
@@ -185,8 +197,11 @@ class EventStream(StreamingResponse):
     """The ``text/event-stream`` response of one stream; the stream is released
     however the response ends, even if it never started sending."""
 
-    def __init__(self, feed: CommitFeed, stream: Stream, alive: Callable[[], bool]) -> None:
-        super().__init__(events(feed, stream, alive), media_type="text/event-stream",
+    def __init__(self, feed: CommitFeed, stream: Stream, alive: Callable[[], bool], *,
+                 keepalive: float = KEEPALIVE, ended: str = "signed out",
+                 detail: Callable[[str, str], dict[str, Any]] | None = None) -> None:
+        super().__init__(events(feed, stream, alive, keepalive, ended, detail),
+                         media_type="text/event-stream",
                          headers={"Cache-Control": "no-store"})
         self._feed = feed
         self._stream = stream
