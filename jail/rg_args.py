@@ -481,7 +481,7 @@ def _paths(
         parts = [p for p in text.split("/") if p not in ("", ".")]
         if not parts:
             raise BadArguments(f"path {path!r} names no store")
-        if not text.isprintable():  # as memfs/store/paths.py: no such name is searched
+        if not text.isprintable():  # as memfs/store/fs/paths.py: no such name is searched
             raise BadArguments(f"path {path!r} holds a character no name may hold (control, "
                                "format, line or paragraph separator, private-use, "
                                "unassigned)")

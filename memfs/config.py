@@ -98,7 +98,7 @@ class StoreConfig(_Strict):
     history: bool = True
     # holds sessions/, tasks/ and decisions/, written only by their operations
     structured: bool = False
-    # git remotes the history is pushed to in the background (memfs/store/mirror.py):
+    # git remotes the history is pushed to in the background (memfs/store/history/mirror.py):
     # one URL or a list of them
     mirror: str | list[str] = Field(default_factory=list)
 
@@ -333,7 +333,7 @@ ANY_AGENT = "*"
 class PersonalConfig(_Strict):
     """Personal mode (``memfs serve --personal``, or a ``[personal]`` table): one
     user's agents, known by name. Agents are not configured: a valid name is
-    registered on first use (memfs/store/agents.py), and every agent has read_write
+    registered on first use (memfs/store/access/agents.py), and every agent has read_write
     on every store. The owner is the only uid served, and it names the agent on
     every request (``--agent NAME``); that naming is identity, not delegation."""
 

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from memfs.errors import MemfsError
-from memfs.store import statefile
 from memfs.store.errors import InvalidInput, NotFound
+from memfs.store.fs import statefile
 
 log = logging.getLogger("memfs.tokens")
 

@@ -21,8 +21,9 @@ import pygit2
 from benchlib import commands_side_by_side, median_ms, timed
 
 from control.client import Client
-from memfs.store import gitobjects
-from memfs.store.history import Change, StoreHistory
+from memfs.store.history import gitobjects
+from memfs.store.history.repo import Change
+from memfs.store.history.store_history import StoreHistory
 from tests.support import (
     UID_A,
     Daemon,

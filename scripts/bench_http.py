@@ -286,12 +286,12 @@ def bench_app_cost(rounds: int = 30, calls: int = 100) -> None:
     from control.http.metrics import MeasuredDispatcher, Metrics
     from memfs.config import parse_config
     from memfs.store.engine import Engine
-    from memfs.store.paths import parse_path
+    from memfs.store.fs.paths import parse_path
 
     base = public_tmpdir("memfs-bench-http-app-")
     config = standard_config(base)
     config["http"] = {"listen": "127.0.0.1:0"}
-    engine = Engine(parse_config(config))
+    engine = Engine.of(parse_config(config))
     try:
         engine.recover()
         metrics = Metrics()

@@ -214,7 +214,7 @@ def hybrid_at_scale(count: int, rounds: int) -> None:
         "root": str(base / "root"), "mount": str(base / "memory"),
         "socket": str(base / "control.sock"), "stores": {"big": {"history": False}},
         "agents": {"alice": {"uid": UID_A, "stores": {"big": "read"}}}})
-    engine = Engine(config)
+    engine = Engine.of(config)
     recall = Recall(engine)
     try:
         store_bytes = plant_notes(engine.store_dir("big"), count, chown=False)

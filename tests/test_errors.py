@@ -16,9 +16,9 @@ import pytest
 import jail.errors
 import memfs.memory.errors
 import memfs.store.errors
-import memfs.store.history
-import memfs.store.mirror
-import memfs.store.restore
+import memfs.store.history.mirror
+import memfs.store.history.repo
+import memfs.store.history.restore
 from control import protocol as p
 from control.client import client as c
 from control.http.openapi import document
@@ -50,9 +50,9 @@ from memfs.store.errors import (
     PermissionDenied,
     TooLarge,
 )
-from memfs.store.history import HistoryError, HistoryFull
-from memfs.store.mirror import MirrorFailed
-from memfs.store.restore import RestoreError
+from memfs.store.history.mirror import MirrorFailed
+from memfs.store.history.repo import HistoryError, HistoryFull
+from memfs.store.history.restore import RestoreError
 from tests.support import REPO
 
 REFERENCE = REPO / "docs" / "reference"
@@ -179,8 +179,8 @@ RAISED: list[tuple[BaseException, str | None]] = [
 
 def test_every_exception_raised_on_purpose_is_sampled_above() -> None:
     defined = {
-        value for module in (memfs.store.errors, memfs.memory.errors, memfs.store.history,
-                             memfs.store.mirror, memfs.store.restore,
+        value for module in (memfs.store.errors, memfs.memory.errors, memfs.store.history.repo,
+                             memfs.store.history.mirror, memfs.store.history.restore,
                              jail.errors)
         for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, BaseException)

@@ -1,5 +1,5 @@
 """Where personal mode keeps things (memfs/places.py), and the registry of its
-agents (memfs/store/agents.py), on a real file system."""
+agents (memfs/store/access/agents.py), on a real file system."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from memfs import places as personal
 from memfs.errors import MemfsError
-from memfs.store.agents import SEEN_EVERY, AgentRegistry
+from memfs.store.access.agents import SEEN_EVERY, AgentRegistry
 from memfs.store.errors import InvalidInput, PermissionDenied
 
 

@@ -140,7 +140,7 @@ def _wildcard(text: str) -> bool:
 
 def page(data: bytes, offset: int, limit: int | None) -> dict[str, Any]:
     """A read's text fields for lines [offset, offset+limit) of ``data``, as the daemon
-    gives them (memfs/store/pages.py): a last line without a newline counts."""
+    gives them (memfs/store/read/pages.py): a last line without a newline counts."""
     pieces = [line + b"\n" for line in data.split(b"\n")]
     pieces[-1] = pieces[-1][:-1]
     if not pieces[-1]:

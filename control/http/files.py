@@ -51,9 +51,9 @@ from control.http.problems import Problem, flag, guarded, json_object, query, re
 from control.http.recall import recall, wants_recall
 from control.ops.dispatcher import Dispatcher
 from control.socket.server import max_line_bytes
-from memfs.store import backing
-from memfs.store.globs import MAX_GLOB_CHARS
-from memfs.store.paths import MemPath, glob_pattern, parse_path
+from memfs.store.fs import backing
+from memfs.store.fs.globs import MAX_GLOB_CHARS
+from memfs.store.fs.paths import MemPath, glob_pattern, parse_path
 
 
 def agent_of(request: Request) -> str:

@@ -14,7 +14,7 @@ One private registry per daemon (never the library's global one). What is counte
 * the disk: whether a request was refused because the memory's disk is full
   (``memfs_disk_full``, until a change lands again), and the bytes available on the
   root's file system, read at scrape time;
-* each store's mirrors (memfs/store/mirror.py), read at scrape time: state, last
+* each store's mirrors (memfs/store/history/mirror.py), read at scrape time: state, last
   success, commits behind, and this daemon's pushes by outcome.
 """
 
@@ -44,7 +44,7 @@ from control.protocol.base import BaseRequest
 from control.socket.server import ControlServer
 from memfs.fuse import stats as fuse_stats
 from memfs.store.engine import Precondition
-from memfs.store.mirror import STATES, Mirrors, shown
+from memfs.store.history.mirror import STATES, Mirrors, shown
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -34,9 +34,9 @@ from control.http.files import Api, agent_of
 from control.http.problems import Problem, guarded, query
 from control.http.web import live
 from memfs.fuse.nodes import _showable, kind_of
-from memfs.store import backing
 from memfs.store.errors import InvalidInput, NotFound
-from memfs.store.paths import parse_path
+from memfs.store.fs import backing
+from memfs.store.fs.paths import parse_path
 
 KEEPALIVE = 5.0  # seconds between a stream's comments (a mount's liveness check)
 QUEUE = 1024  # events buffered per mount stream before it is told to resync

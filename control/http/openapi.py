@@ -6,7 +6,7 @@ patterns the models also check: control/protocol/base.py) and their declared end
 component schema, and each operation names its protocol op (``x-memfs-op``). The file
 and search endpoints' HTTP-level parts (raw bodies, paths within a store, globs,
 headers, the rg flags) are described here from the rules that enforce them
-(memfs/store/paths.py, memfs/store/globs.py, control/http/preconditions.py,
+(memfs/store/fs/paths.py, memfs/store/fs/globs.py, control/http/preconditions.py,
 jail/rg_args.py). Every status an operation can answer is declared, each error with the
 problem+json schema whose ``code`` lists memfs/errors.py's codes.
 """
@@ -27,7 +27,7 @@ from control.ops import registry
 from control.ops.storage import SED_PATTERN
 from control.protocol.base import MAX_ARG_LEN, MAX_ARGS, StoreName
 from jail import rg_args, rg_json
-from memfs.store.paths import (
+from memfs.store.fs.paths import (
     REL_PATH_CHARS,
     glob_pattern,
     printable_class,

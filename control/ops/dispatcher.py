@@ -34,8 +34,8 @@ from memfs.store.errors import (
     PermissionDenied,
     TooLarge,
 )
-from memfs.store.history import delegated
-from memfs.store.mirror import MirrorFailed, Mirrors
+from memfs.store.history.mirror import MirrorFailed, Mirrors
+from memfs.store.history.repo import delegated
 from memfs.tokens import Tokens
 
 if TYPE_CHECKING:

@@ -29,12 +29,12 @@ from control.protocol.base import (
     matching,
     wire_encoding,
 )
-from memfs.store import revs
 from memfs.store.errors import InvalidInput
-from memfs.store.pages import page_of_bytes
+from memfs.store.history import revs
+from memfs.store.read.pages import page_of_bytes
 
 if TYPE_CHECKING:  # pygit2 is imported by the history only when an op runs
-    from memfs.store.history import Entry
+    from memfs.store.history.repo import Entry
 
 STORE = "/v1/stores/{store}"
 
@@ -165,7 +165,7 @@ def entry_fields(store: str, entry: Entry) -> dict[str, Any]:
            tool=Tool("storage_history", HISTORY_DESCRIPTION, title="History of memory files",
                      arguments=HistoryArguments, run="history"))
 def log(call: Call, request: LogRequest) -> dict[str, Any]:
-    from memfs.store.history import parse_time
+    from memfs.store.history.repo import parse_time
 
     target = None if request.path is None else call.store_or_path(request.path)
     since = None if request.since is None else parse_time(request.since)

@@ -1,6 +1,6 @@
 """The mirror ops (``memfs mirror status|push``), each declared with its request model
 and handler (control/ops/registry.py): the state of each store's mirrors, and a push
-now (memfs/store/mirror.py).
+now (memfs/store/history/mirror.py).
 
 Status is for any agent, of the stores it may read; a push for an agent with
 read_write on the store (a delegate acts for one with ``--as``): it changes nothing in

@@ -30,14 +30,14 @@ from control.protocol.base import BaseRequest
 from control.protocol.wire import Codec, ProtocolError, op_of, problems
 from memfs.errors import Unavailable
 from memfs.recall.errors import RecallOff
-from memfs.store.paths import MemPath, parse_path
+from memfs.store.fs.paths import MemPath, parse_path
 
 if TYPE_CHECKING:
     from jail import Jail
     from memfs.memory.model import Memory
     from memfs.recall import Recall
     from memfs.store.engine import Engine, Precondition
-    from memfs.store.mirror import Mirrors
+    from memfs.store.history.mirror import Mirrors
     from memfs.tokens import Tokens
 
 # "read": an agent looks (the engine checks it may read the store); "write": an agent

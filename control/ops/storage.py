@@ -29,11 +29,11 @@ from control.protocol.base import (
 from control.protocol.wire import ProtocolError
 from jail.rg_json import Match
 from memfs.store.errors import InvalidInput
-from memfs.store.paths import MemPath
+from memfs.store.fs.paths import MemPath
 
 if TYPE_CHECKING:
     from memfs.store.engine import Committed
-    from memfs.store.versions import Pinned
+    from memfs.store.read.versions import Pinned
 
 
 PATH_DESCRIPTION = ("File path as STORE/PATH, e.g. notes/oncall.md (a /memory/ prefix is "

@@ -17,7 +17,7 @@ from pydantic import Field
 from control.ops.registry import Call, operation
 from control.protocol.base import BaseRequest
 from memfs.memory.errors import LeaseLost
-from memfs.store.agents import AgentRegistry
+from memfs.store.access.agents import AgentRegistry
 from memfs.store.errors import InvalidInput, NotFound
 
 

@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 
 from memfs.config import NAME_RE
 from memfs.memory import records
-from memfs.store import revs
+from memfs.store.history import revs
 
 MAX_ID_CHARS = 256  # a string request id is echoed back in the reply
 MAX_ARGS = 256
@@ -57,7 +57,7 @@ def matching(pattern: str, name: str, hint: str) -> tuple[Any, ...]:
     return Field(json_schema_extra={"pattern": pattern}), AfterValidator(check)
 
 
-# A revision: a commit id (4-40 hex digits), HEAD~N, or a time (memfs/store/revs.py).
+# A revision: a commit id (4-40 hex digits), HEAD~N, or a time (memfs/store/history/revs.py).
 Rev = Annotated[str, Field(max_length=64), *matching(
     revs.REV_PATTERN, "revision", "use a commit id (4-40 hex digits), HEAD~N, or a time "
     "such as 2026-11-30T10:00")]

@@ -1,5 +1,5 @@
 """``memfs mirror status|push [STORE]``: the git remotes each store's history is pushed
-to in the background (memfs/store/mirror.py).
+to in the background (memfs/store/history/mirror.py).
 
 Registered into the parser by memfs/cli/__init__.py (`register`). ``status``: each
 mirror of the stores you may read; ``push``: push now, wait, and exit 7

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from memfs.config import Config, parse_config
 from memfs.memory.model import Memory
-from memfs.store import statefile
 from memfs.store.engine import Engine
-from memfs.store.paths import parse_path
+from memfs.store.fs import statefile
+from memfs.store.fs.paths import parse_path
 from memfs.tokens import Tokens
 
 DEMO_ROOT = Path("/var/lib/memfs-demo")

@@ -73,7 +73,7 @@ def hand_over(config: Config, user: ServiceUser, *, mount: bool) -> None:
 def adopt(root: Path, user: ServiceUser) -> int:
     """Give every folder and every regular file of one link under ``root`` (``root``
     included) that root owns to ``user``; returns how many. Files memfs keeps are the
-    daemon's own (memfs/store/backing.py `is_kept`): a root an older, root-run memfs
+    daemon's own (memfs/store/fs/backing.py `is_kept`): a root an older, root-run memfs
     wrote, or a file an operator wrote there as root, is root's. Files of any other
     owner, hard links (another name of a file that may live outside the root),
     symlinks and special files are left as they are, and so are other file systems

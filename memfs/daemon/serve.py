@@ -4,7 +4,7 @@ mount point and the socket's directory handed to the service user; the control s
 and the HTTP listener bound), then the drop; then, as any user, the engine, the mount
 and the lock-down. `run` then recovers and serves engine, jail, mount, control socket
 and (with ``[http]``) the HTTP listener in one nursery, pushes each store's history to
-its mirrors in the background (memfs/store/mirror.py), tells systemd when all are up
+its mirrors in the background (memfs/store/history/mirror.py), tells systemd when all are up
 (``READY=1``), and turns SIGINT/SIGTERM into a clean shutdown (``STOPPING=1``; HTTP
 requests in flight finish, the mount is unmounted, the socket removed, the jail
 launcher stopped)."""
@@ -46,9 +46,10 @@ from memfs.errors import MemfsError
 from memfs.memory.model import Memory
 from memfs.recall import Recall
 from memfs.service_user import ServiceUser, service_user
-from memfs.store import shared_root
+from memfs.store import parts as store_parts
 from memfs.store.engine import Engine
-from memfs.store.mirror import Mirrors
+from memfs.store.fs import shared_root
+from memfs.store.history.mirror import Mirrors
 
 if TYPE_CHECKING:
     from control.http.app import BoundHttp
@@ -270,10 +271,10 @@ def start(config: Config, stack: contextlib.ExitStack, *,
     if jail is not None:
         stack.callback(jail.close)
     if any(spec.mirrors for spec in config.stores.values()):
-        from memfs.store.restore import restore_from_mirrors
+        from memfs.store.history.restore import restore_from_mirrors
 
         restore_from_mirrors(config)  # a lost host's stores, from their backups
-    engine = Engine(config)
+    engine = Engine(config, store_parts.build(config))  # seen, staging, stores, access
     stack.callback(engine.close)
     recall = None
     if config.recall.enabled:
@@ -431,7 +432,7 @@ async def run(config: Config, started: Started, *,
 
 async def check_shared_root(root: Path) -> None:
     """Log one line about a root on GlusterFS: a warning when its options break
-    freshness across hosts or cannot be read (memfs/store/shared_root.py). In a
+    freshness across hosts or cannot be read (memfs/store/fs/shared_root.py). In a
     worker thread, in the background: the gluster CLI may take seconds to answer."""
     try:
         found = await trio.to_thread.run_sync(shared_root.check_root, root)
@@ -520,8 +521,8 @@ HISTORY_SYNC_INTERVAL = 1.0
 
 async def maintain_history(engine: Engine) -> None:
     """Every second, in a worker thread: make recent history commits durable and pack
-    loose objects when there are many (see memfs/store/history.py). A failure is
-    logged, never fatal: the files are the source of truth."""
+    loose objects when there are many (see memfs/store/history/maintenance.py). A
+    failure is logged, never fatal: the files are the source of truth."""
     while True:
         await trio.sleep(HISTORY_SYNC_INTERVAL)
         try:

@@ -52,7 +52,7 @@ import time
 import pyfuse3
 
 from memfs.fuse.nodes import ATTR_TIMEOUT, ENTRY_TIMEOUT, Node, NodeTable, _ident
-from memfs.store.paths import MemPath
+from memfs.store.fs.paths import MemPath
 
 NEGATIVE_LIMIT = 65536  # negative entries (below stores) tracked for invalidation
 

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 import pyfuse3
 
 from memfs.fuse.errors import _fail
-from memfs.store import backing
 from memfs.store.errors import InvalidInput
-from memfs.store.lru import LRU
-from memfs.store.paths import MAX_NAME_BYTES, MemPath
+from memfs.store.fs import backing
+from memfs.store.fs.paths import MAX_NAME_BYTES, MemPath
+from memfs.store.read.lru import LRU
 
 ROOT = pyfuse3.ROOT_INODE
 ENTRY_TIMEOUT = 5.0  # files and directories below a store

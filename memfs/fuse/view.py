@@ -30,8 +30,9 @@ root included, so its agents' directories are cached like anything deeper.
 
 Cost of an open. Pinning is one openat2 and one fstat; the version record and the
 agent's seen record are answered from memory while provably unchanged (see
-memfs/store/versions.py and memfs/store/seen.py), so a warm open reads no xattr at all and writes
-one only when the agent's record differs from the version it pins.
+memfs/store/read/versions.py and memfs/store/read/seen.py), so a warm open reads no
+xattr at all and writes one only when the agent's record differs from the version it
+pins.
 
 The parts. This module holds the request handlers (`MemoryView`), the identity
 checks and the open handles; the view builds its two collaborators: ``view.nodes``
@@ -72,9 +73,9 @@ from memfs.fuse.nodes import (
 )
 from memfs.fuse.scans import ScanDetector
 from memfs.fuse.stats import COUNT, SAMPLE_MASK, sample, stats_for
-from memfs.store import backing
 from memfs.store.engine import Engine
 from memfs.store.errors import InvalidInput
+from memfs.store.fs import backing
 
 log = logging.getLogger("memfs.fuse.mount")
 

@@ -20,7 +20,7 @@
 (optional ``## Context`` and ``## Consequences``). Decisions are never deleted or
 edited; recording one that supersedes another marks the old one superseded and links
 both ways, in one commit of both files, which lands whole or not at all after any crash
-(memfs/store/store.py). Stores written by an older memfs may hold half a supersede:
+(memfs/store/write/store.py). Stores written by an older memfs may hold half a supersede:
 readers take a decision as superseded when its own record names a successor that
 exists *or* another record supersedes it, and `repairs` lists the records to mend at
 start (an old record not yet marked, or one naming a successor that does not exist).

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from memfs.store import backing
 from memfs.store.errors import InvalidInput
+from memfs.store.fs import backing
 
 T = TypeVar("T")
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from memfs.recall.embed import dequantize
 from memfs.recall.text import ANALYZER, Fields, analyzer
-from memfs.store.paths import MemPath
+from memfs.store.fs.paths import MemPath
 
 # The index's format: a directory holding another (an older memfs, another analyzer,
 # vectors of another model) is rebuilt. Bump it whenever the schema or the analyzer

@@ -54,11 +54,11 @@ from pathlib import Path
 from memfs.recall import embed, text
 from memfs.recall.errors import BadQuery, RecallError
 from memfs.recall.index import IndexFailed, Match, RecallIndex, failed
-from memfs.store import backing
 from memfs.store.engine import Engine
 from memfs.store.errors import InvalidInput, NotFound, PermissionDenied
-from memfs.store.paths import MemPath, nameable
-from memfs.store.versions import version_of
+from memfs.store.fs import backing
+from memfs.store.fs.paths import MemPath, nameable
+from memfs.store.read.versions import version_of
 
 log = logging.getLogger("memfs.recall")
 

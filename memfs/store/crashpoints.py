@@ -47,7 +47,7 @@ GATHER_ENV = "MEMFS_TEST_BATCH"
 
 def gather() -> int:
     """With ``MEMFS_TEST_BATCH=N`` in the daemon's environment (tests only), the number
-    of changes a store's leader waits for before it takes a batch (memfs/store/batch.py),
+    of changes a store's leader waits for before it takes a batch (memfs/store/write/batch.py),
     so that a test's N concurrent writes land as one batch, whatever the scheduling;
     else 0 (take what is queued)."""
     value = os.environ.get(GATHER_ENV, "")

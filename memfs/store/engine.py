@@ -3,23 +3,24 @@
 Layout under ROOT::
 
     stores/STORE/...             the content, exactly the files agents see
-    state/seen/AGENT/STORE/...   digest each agent last read or wrote (seen.py)
+    state/seen/AGENT/STORE/...   digest each agent last read or wrote (read/seen.py)
     state/staging/DAEMON/        new bytes before they are renamed into place
     state/locks/STORE.lock       flock'd by the daemon committing to STORE
-    state/intents/STORE          the intent of STORE's landing under way (intents.py)
+    state/intents/STORE          the intent of STORE's landing under way (write/intents.py)
     state/landing/STORE/         files of a change of several files, until it lands
-    state/history/STORE.git      the store's git history (history.py)
-    state/agents.json            personal mode: the agents registered by name (agents.py)
+    state/history/STORE.git      the store's git history (history/repo.py)
+    state/agents.json            personal mode: the agents registered by name (access/agents.py)
 
 The engine is synchronous and thread-safe: the daemon calls it from trio worker
 threads. Several engines (daemons) may share one ROOT: the store lock is an flock on
 a shared file and every decision reads the shared on-disk state. Every accepted change
 lands under the store lock: a single-file change in a batch of the changes sent to its
-store meanwhile, each checked in turn, their durability shared (batch.py, landing.py),
-a change of several files on its own (store.py); each is one history commit. The
+store meanwhile, each checked in turn, their durability shared (write/batch.py,
+write/landing.py), a change of several files on its own (write/store.py); each is one
+history commit. The
 engine's parts: ``engine.history`` reads a store's history for an agent
-(history_reads.py), ``engine.unrecorded`` the reads for a person looking that record
-nothing (unrecorded.py).
+(history/view.py), ``engine.unrecorded`` the reads for a person looking that record
+nothing (read/unrecorded.py).
 """
 
 from __future__ import annotations
@@ -34,32 +35,28 @@ from typing import Any
 import pygit2
 
 from memfs.config import Config
-from memfs.store import backing, near
-from memfs.store.agents import AgentRegistry, check_agent_name
-from memfs.store.batch import APPEND, DELETE, REPLACE, Queue, Ticket
 from memfs.store.errors import (
     ABSENT,
-    AgentRequired,
     InvalidInput,
     NotAFolder,
     NotFound,
     PathTaken,
-    PermissionDenied,
     TooLarge,
     refused_when_full,
 )
-from memfs.store.gitobjects import on_shared_filesystem
-from memfs.store.globs import compile_glob, literal_prefix
-from memfs.store.history import SINGLE_PATH_OPS, current_delegate
-from memfs.store.history_reads import HistoryReads
-from memfs.store.landing import BatchLanding, check_version
-from memfs.store.pages import Page, read_page
-from memfs.store.paths import MemPath, check_component, nameable
-from memfs.store.seen import SeenRecords
-from memfs.store.staging import Staging
-from memfs.store.store import Landing, Store
-from memfs.store.unrecorded import UnrecordedReads
-from memfs.store.versions import FileInfo, Pinned, Version, version_at, version_of
+from memfs.store.fs import backing
+from memfs.store.fs.globs import compile_glob, literal_prefix
+from memfs.store.fs.paths import MemPath, check_component, nameable
+from memfs.store.history.repo import SINGLE_PATH_OPS, current_delegate
+from memfs.store.history.view import HistoryReads
+from memfs.store.parts import Parts, build
+from memfs.store.read import near
+from memfs.store.read.pages import Page, read_page
+from memfs.store.read.unrecorded import UnrecordedReads
+from memfs.store.read.versions import FileInfo, Pinned, Version, version_at, version_of
+from memfs.store.write.batch import APPEND, DELETE, REPLACE, Queue, Request, Ticket
+from memfs.store.write.landing import BatchLanding, check_version
+from memfs.store.write.store import Landing
 
 
 @dataclass(frozen=True)
@@ -103,41 +100,39 @@ Precondition = Callable[[str | None], bool]
 
 
 class Engine:
-    def __init__(self, config: Config) -> None:
+    """The way into the stores: every read and write of a file, each checked for the
+    agent first (``access``), then handed to the parts below (see memfs/store/
+    __init__.py). Built from `Parts` (memfs/store/parts.py: ``Engine(config,
+    build(config))``); it builds only what needs it: each store's batch queue
+    and its views ``history`` and ``unrecorded``."""
+
+    def __init__(self, config: Config, parts: Parts) -> None:
         self.config = config
         self.root = config.root
-        state = self.root / "state"
-        for directory in (self.root, state, state / "staging", state / "locks"):
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # ROOT is private (0700); store content is o+r so jailed tools can read it via fds.
-        os.chmod(self.root, 0o700)
-        stores_dir = self.root / "stores"
-        stores_dir.mkdir(mode=backing.DIR_MODE, exist_ok=True)
-        self.seen = SeenRecords(state / "seen")
-        self._stores: dict[str, Store] = {}
-        shared = on_shared_filesystem(str(state))
-        for name, spec in config.stores.items():
-            history = state / "history" / f"{name}.git" if spec.history else None
-            self._stores[name] = Store(name, stores_dir / name, state / "locks" / f"{name}.lock",
-                                       state / "landing" / name, history, self.seen,
-                                       intents=state / "intents" / name, shared=shared)
-        self._staging = Staging(state / "staging")
+        self.seen = parts.seen
+        self._stores = parts.stores
+        self._staging = parts.staging
+        self.access = parts.access
+        # The agents' names: the config's, or in personal mode those registered so far.
+        self.agents: Collection[str] = parts.access.agents
         self.commit_listeners: list[Callable[[MemPath], None]] = []
-        # Each store's single-file changes land in batches (memfs/store/batch.py).
+        # Each store's single-file changes land in batches (memfs/store/write/batch.py).
         self._queues = {name: Queue(BatchLanding(store, self._staging,
                                                  check_size=self._check_size,
-                                            notify=self._notify))
+                                                 notify=self._notify))
                         for name, store in self._stores.items()}
-        # The agents' names: the config's, or in personal mode those registered so far.
-        self.agents: Collection[str] = (
-            config.agents if config.personal is None
-            else AgentRegistry(state, config.personal.owner))
         self.history = HistoryReads(self._stores, self.seen, check_access=self.check_access,
                                     readable_stores=self.readable_stores,
                                     current_bytes=self.current_bytes, missing=self.missing)
         self.unrecorded = UnrecordedReads(
             self._stores, check_access=self.check_access,
             pin=lambda agent, path: self.open_version(agent, path, record=False))
+
+    @classmethod
+    def of(cls, config: Config) -> Engine:
+        """An engine with the parts that `build` (memfs/store/parts.py) makes for
+        ``config``: for tests and tools; the daemon builds them itself."""
+        return cls(config, build(config))
 
     def close(self) -> None:
         for store in self._stores.values():
@@ -156,7 +151,7 @@ class Engine:
     def recover(self) -> dict[str, list[str]]:
         """At start-up: per store, under its lock, finish a change a crashed daemon
         left half done and record in history what differs from the files (see
-        memfs/store/store.py). Returns the paths recorded, by store."""
+        memfs/store/write/store.py). Returns the paths recorded, by store."""
         recorded = {}
         for name, store in self._stores.items():
             with store.locked():
@@ -177,61 +172,22 @@ class Engine:
     # -- identity and access ----------------------------------------------------
 
     def agent_for(self, uid: int, as_agent: str | None = None) -> str:
-        """The agent a kernel-verified uid acts as: the uid's own agent; with
-        ``as_agent``, that agent, if the uid is a delegate that may act for it. In
-        personal mode only the owner's uid is served and ``as_agent`` names the
-        agent it is (registered on first use, see `use_agent`): it must be given.
-
-        Raises PermissionDenied for an unknown uid, a non-delegate using
-        ``as_agent``, a delegate beyond its agents, an unknown agent name, or no
-        name in personal mode; InvalidInput for an invalid name in personal mode.
-        """
-        config = self.config
-        if config.personal is not None:
-            if uid != config.personal.owner:
-                raise PermissionDenied(f"uid {uid} is not mapped to any agent: this memory "
-                                       f"is the personal memory of uid {config.personal.owner}")
-            if as_agent is None:
-                raise AgentRequired()
-            return check_agent_name(as_agent)  # lowercase: one spelling, one agent
-        if as_agent is not None:
-            if not config.is_delegate(uid):
-                raise PermissionDenied(
-                    f"uid {uid} is not a delegate and cannot act as agent {as_agent!r} "
-                    "(--as, --agent and MEMFS_AGENT name an agent only for a delegate uid, "
-                    "or in personal mode)")
-            if as_agent not in config.agents:
-                raise PermissionDenied(f"no agent named {as_agent!r}")
-            self.check_delegation(uid, as_agent)
-            return as_agent
-        agent = config.agent_for_uid(uid)
-        if agent is None:
-            raise PermissionDenied(
-                f"uid {uid} is not mapped to any agent: give it one in the daemon's config "
-                f"([agents.NAME] with uid = {uid}), or act for an agent from a delegate uid "
-                "with --as AGENT")
-        return agent
+        """The agent a kernel-verified uid acts as (`Access.agent_for`)."""
+        return self.access.agent_for(uid, as_agent)
 
     def check_delegation(self, uid: int, agent: str) -> None:
-        """Raise PermissionDenied, naming what it may act for, unless delegate ``uid``
-        may act for ``agent``."""
-        if not self.config.may_act_for(uid, agent):
-            allowed = self.config.delegations.get(uid) or ()
-            raise PermissionDenied(f"delegate uid {uid} may act only for "
-                                   f"{', '.join(sorted(allowed))}, not for {agent!r}")
+        """PermissionDenied unless delegate ``uid`` may act for ``agent``
+        (`Access.check_delegation`)."""
+        self.access.check_delegation(uid, agent)
 
     def use_agent(self, agent: str) -> None:
-        """Note that ``agent`` is acting (any way in): in personal mode a new name is
-        registered and its last-seen time kept (memfs/store/agents.py). Raises
-        InvalidInput, PermissionDenied (a name another uid registered), NoSpace."""
-        if isinstance(self.agents, AgentRegistry):
-            self.agents.use(agent)
+        """Note that ``agent`` is acting (`Access.use_agent`: personal mode registers
+        it)."""
+        self.access.use_agent(agent)
 
     def readable_stores(self, agent: str) -> list[str]:
-        if self.config.personal is not None:
-            return sorted(self.config.stores)
-        spec = self.config.agents[agent]
-        return sorted(spec.stores)
+        """The stores ``agent`` may read, sorted (`Access.readable_stores`)."""
+        return self.access.readable_stores(agent)
 
     def store_dir(self, store: str) -> Path:
         return self.root / "stores" / store
@@ -241,7 +197,7 @@ class Engine:
 
     def sweep_seen(self) -> int:
         """Remove seen records of files that no longer exist, once they are older than
-        ``seen_retention_days``; returns how many (see memfs/store/seen.py)."""
+        ``seen_retention_days``; returns how many (see memfs/store/read/seen.py)."""
 
         def exists(store: str, rel: str) -> bool | None:
             if store not in self._stores:
@@ -258,7 +214,7 @@ class Engine:
         return self.seen.sweep(exists, self.config.seen_retention_days * 86400)
 
     def planted(self, store: str) -> list[str]:
-        """Paths in ``store`` that memfs never shows (see memfs/store/planted.py), for
+        """Paths in ``store`` that memfs never shows (see memfs/store/fs/planted.py), for
         the jailed search to skip. Raises InvalidInput when there are absurdly many."""
         return self._stores[store].planted.planted()
 
@@ -269,16 +225,9 @@ class Engine:
                 if store.generation.changed_elsewhere()]
 
     def check_access(self, agent: str, store: str, *, write: bool = False) -> None:
-        """Raise NotFound unless ``agent`` is attached to ``store`` (a store it cannot
-        see does not exist for it, and the stores it might have meant are its own
-        only: no answer reveals another agent's store); PermissionDenied unless it may
-        write there, for ``write``."""
-        access = self.config.access(agent, store)
-        if access is None:
-            known = self.config.personal is not None or agent in self.config.agents
-            raise near.no_store(store, self.readable_stores(agent) if known else [])
-        if write and access != "read_write":
-            raise PermissionDenied(f"agent {agent!r} has read-only access to store {store!r}")
+        """NotFound unless ``agent`` is attached to ``store``; PermissionDenied unless
+        it may write there, for ``write`` (`Access.check_access`)."""
+        self.access.check_access(agent, store, write=write)
 
     def missing(self, path: MemPath) -> NotFound | None:
         """None when ``path`` exists (a folder, a file, or something memfs hides; a
@@ -363,7 +312,7 @@ class Engine:
     def read_page(self, agent: str, path: MemPath, offset: int,
                   limit: int | None) -> tuple[Page, Pinned]:
         """Lines ``[offset, offset + limit)`` of the current version, which is recorded
-        as seen (its absence too); memory bounded by the page (memfs/store/pages.py)."""
+        as seen (its absence too); memory bounded by the page (memfs/store/read/pages.py)."""
         pinned = self.open_version(agent, path, absent=True)
         with backing.closing_fd(pinned.fd):
             return read_page(pinned.fd, offset, limit, pinned.version.size), pinned
@@ -529,9 +478,9 @@ class Engine:
         ``precondition`` too). Raises NotFound, Conflict."""
         self.check_access(agent, path.store, write=True)
         self._plain_write(path)
-        ticket = Ticket(DELETE, agent, self._email(agent), path, -1, "delete",
-                        f"delete {path}", expected=expected, force=force,
-                        precondition=precondition, delegate=current_delegate())
+        ticket = Ticket(Request(DELETE, agent, self._email(agent), path, "delete",
+                                f"delete {path}", expected=expected, force=force,
+                                precondition=precondition, delegate=current_delegate()))
         self._submit(ticket, create=False)
         return self._committed(ticket)
 
@@ -557,7 +506,7 @@ class Engine:
                 if plan.op in SINGLE_PATH_OPS:  # the log reads those as one-path commits
                     raise ValueError(f"a plan's op cannot be {plan.op!r}")
                 # Several files wait in the store's landing directory, so that a crash
-                # at any point lands all of them or none (see store.py).
+                # at any point lands all of them or none (see write/store.py).
                 into = handles.landing_fd if len(plan.writes) > 1 else None
                 for rel, data in sorted(plan.writes.items()):
                     path = _mem_path(store, rel)
@@ -641,13 +590,13 @@ class Engine:
         """Land ``data`` as the new version of ``path`` in the store's next batch, if
         the version check allows it then (``create_freely``: creating a missing file
         needs no check of the record, only of ``precondition``). Answered once the
-        change is durable (memfs/store/landing.py)."""
+        change is durable (memfs/store/write/landing.py)."""
         store = self._stores[path.store]
         git = str(pygit2.hash(data)) if store.history is not None else None
-        ticket = Ticket(REPLACE, agent, self._email(agent), path, -1, op,
-                        summary or f"{op} {path}", data=data, git=git, expected=expected,
-                        force=force, create_freely=create_freely, precondition=precondition,
-                        delegate=current_delegate())
+        ticket = Ticket(Request(REPLACE, agent, self._email(agent), path, op,
+                                summary or f"{op} {path}", data=data, git=git,
+                                expected=expected, force=force, create_freely=create_freely,
+                                precondition=precondition, delegate=current_delegate()))
         self._submit(ticket, create=True)
         return self._committed(ticket)
 
@@ -657,18 +606,19 @@ class Engine:
         existing file grows in place (the cost is that of ``data``, not of the file;
         the appends of a batch to one file are written at once); a missing one is
         created like a write."""
-        ticket = Ticket(APPEND, agent, self._email(agent), path, -1, "append",
-                        f"append {path}", data=data, precondition=precondition,
-                        delegate=current_delegate())
+        ticket = Ticket(Request(APPEND, agent, self._email(agent), path, "append",
+                                f"append {path}", data=data, precondition=precondition,
+                                delegate=current_delegate()))
         self._submit(ticket, create=True)
         return self._committed(ticket)
 
     def _submit(self, ticket: Ticket, *, create: bool) -> None:
         """Queue ``ticket`` in its store's next batch and wait for its answer, with
         the folder of its file open (``create``: made if missing)."""
-        path = ticket.path
+        request = ticket.request
+        path = request.path
         if create:
-            ticket.parent = self._made_parent(ticket.agent, path, ticket.precondition)
+            ticket.parent = self._made_parent(request.agent, path, request.precondition)
         else:
             ticket.parent = self._parent(path, create=False)
         try:
@@ -680,13 +630,14 @@ class Engine:
 
     def _committed(self, ticket: Ticket) -> Committed:
         """What an answered ticket says, or its error raised."""
-        if ticket.error is not None:
-            raise ticket.error
-        if ticket.missing:
-            raise self._not_found(ticket.path)
-        assert ticket.digest is not None
-        return Committed(ticket.path, ticket.digest, ticket.size, ticket.previous,
-                         ticket.commit, ticket.unchanged)
+        answer = ticket.answer
+        if answer.error is not None:
+            raise answer.error
+        if answer.missing:
+            raise self._not_found(ticket.request.path)
+        assert answer.digest is not None
+        return Committed(ticket.request.path, answer.digest, answer.size, answer.previous,
+                         answer.commit, answer.unchanged)
 
     def _notify(self, path: MemPath) -> None:
         for listener in self.commit_listeners:

@@ -56,7 +56,7 @@ class AgentRequired(PermissionDenied):
 class NotFound(MemfsError):
     """The store or file does not exist for the agent: a store it is not attached to
     is one that does not exist. ``near``: names it may have meant (``STORE`` or
-    ``STORE/PATH``), drawn only from what the agent can see (memfs/store/near.py)."""
+    ``STORE/PATH``), drawn only from what the agent can see (memfs/store/read/near.py)."""
 
     code = "not_found"
 

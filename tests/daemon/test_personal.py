@@ -1,6 +1,6 @@
 """Personal mode on the real socket: one uid (the owner) runs several agents, each
 named on every call, each with its own seen records, leases, sessions and history
-author (memfs/store/agents.py, Engine.agent_for). The daemon runs as root here with
+author (memfs/store/access/agents.py, Engine.agent_for). The daemon runs as root here with
 the owner a test uid; tests/daemon/test_personal_user.py runs the whole thing as a real
 unprivileged user."""
 

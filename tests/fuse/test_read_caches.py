@@ -1,11 +1,11 @@
 """The caches on the read path never change what an open records or what stat says.
 
 An open through the mount reads the file's version record and the agent's seen record
-from memory when it can (memfs/store/versions.py, memfs/store/seen.py): the seen record must still
-end up equal to the digest of the bytes the open returned even when another daemon on
-the same root changed or removed that record in between (an A-B-A on the file's
-content makes the stale memory look right). A store directory's times are re-read at
-once after a commit through this daemon.
+from memory when it can (memfs/store/read/versions.py, memfs/store/read/seen.py): the
+seen record must still end up equal to the digest of the bytes the open returned even
+when another daemon on the same root changed or removed that record in between (an A-B-A
+on the file's content makes the stale memory look right). A store directory's times are
+re-read at once after a commit through this daemon.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.store.versions import version_of
+from memfs.store.read.versions import version_of
 from tests.fuse.conftest import Mounted, cat, digest, probe1
 from tests.support import (
     UID_A,

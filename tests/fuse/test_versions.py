@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.store.versions import APPENDING
+from memfs.store.read.versions import APPENDING
 from tests.fuse.conftest import UID_D, Mounted, cat, digest, probe, probe1
 from tests.support import PYTHON, UID_A, UID_B, UID_C, Daemon, connect_as, plant, run_as
 

@@ -102,7 +102,7 @@ def evaluate(sets: dict[str, Path] | None = None, model: str = "packaged",
         "stores": {STORE: {"history": False}},
         "agents": {AGENT: {"uid": 4242, "stores": {STORE: "read"}}},
     })
-    engine = Engine(config)
+    engine = Engine.of(config)
     recall = Recall(engine)
     try:
         store = engine.store_dir(STORE)

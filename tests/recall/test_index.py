@@ -15,7 +15,7 @@ import pytest
 from memfs.recall.embed import quantize
 from memfs.recall.index import IndexFailed, RecallIndex
 from memfs.recall.text import fields_of, query_terms
-from memfs.store.paths import MemPath
+from memfs.store.fs.paths import MemPath
 
 
 def filled(directory: Path, count: int = 3) -> RecallIndex:

@@ -13,7 +13,7 @@ from typing import Any
 import blake3
 import pytest
 
-from memfs.store import versions
+from memfs.store.read import versions
 from tests.support import UID_A, UID_B, Daemon, connect_as, public_tmpdir, standard_config
 
 
@@ -76,7 +76,7 @@ def test_an_append_cut_short_is_truncated_back(history: bool) -> None:
     target = root / "stores" / "notes" / "cut.md"
     with Daemon(cfg) as daemon, connect_as(UID_A, daemon.socket) as alice:
         before = alice.write("notes/cut.md", "kept\n")["digest"]
-    # what a kill during the write of an append leaves (see Store.append in memfs/store/store.py)
+    # what a kill during the write of an append leaves (Store.append, memfs/store/write/store.py)
     head = None
     if history:
         head = (root / "state/history/notes.git/refs/heads/main").read_text().strip()

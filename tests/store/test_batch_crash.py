@@ -1,6 +1,6 @@
 """Group commit under SIGKILL: a batch of concurrent changes from several writers
 (replaces, a create, a delete, appends by two agents to one file) landed together
-(memfs/store/landing.py), the daemon killed between every pair of its steps
+(memfs/store/write/landing.py), the daemon killed between every pair of its steps
 (memfs/store/crashpoints.py; ``MEMFS_TEST_BATCH`` makes the batch gather all of them,
 whatever the scheduling). After a restart: every acknowledged change is on disk and, with
 history, on ``main`` exactly once with its author and trailers; every change that was
@@ -25,9 +25,11 @@ import pygit2
 import pytest
 
 from control.client import Client, ConflictError, MemfsClientError, NotFoundError
-from memfs.store import crashpoints, store
-from memfs.store.history import Change, StoreHistory, message_for
-from memfs.store.versions import stamp
+from memfs.store import crashpoints
+from memfs.store.history.repo import Change, message_for
+from memfs.store.history.store_history import StoreHistory
+from memfs.store.read.versions import stamp
+from memfs.store.write import store
 from tests.store.history.gitcheck import (
     assert_valid_git,
     commits,
@@ -183,7 +185,7 @@ def check(root: Path, daemon: Daemon, batch: list[Sent], k: int, before: str | N
     assert len(live) == 1 and os.listdir(live[0]) == [], f"{step}: staging leftovers"
 
 
-# Every step of a batch, in order (memfs/store/batch.py, landing.py, store.py), with the
+# Every step of a batch, in order (memfs/store/write/batch.py, landing.py, store.py), with the
 # renames (three) and the unlink counted by land.rename.
 STEPS = ["stage@3", "batch.synced", "history.object-open", "land.prepared", "land.intent",
          "land.rename@1", "append.prepared", "append.marked", "append.written",
@@ -232,7 +234,7 @@ def test_a_batch_lands_as_one_pack_with_a_commit_per_change() -> None:
     made = since(root, before)
     assert len(made) == len(batch) + 2  # and the two writes of check
     ours = {str(c.id) for c in made[:len(batch)]}
-    # Written in a pack (history.py: prepare_batch), not as loose objects.
+    # Written in a pack (memfs/store/history/writer.py: prepare_batch), not as loose objects.
     assert ours <= {oid for ids in pack_ids(root, "notes") for oid in ids}
     assert not ours & {p.parent.name + p.name for p in loose_files(root, "notes")}
     assert_valid_git(root, "notes")

@@ -1,4 +1,4 @@
-"""The leader/follower queue of a store's changes (memfs/store/batch.py), with a lander
+"""The leader/follower queue of a store's changes (memfs/store/write/batch.py), with a lander
 that only records what it is given: every ticket is answered exactly once, batches never
 overlap, a ticket sent back waits for a later batch, a failing step answers its batch
 with the error and the queue goes on, and leadership passes to a waiting thread."""
@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from memfs.store.batch import REPLACE, Queue, Ticket
-from memfs.store.paths import MemPath
+from memfs.store.fs.paths import MemPath
+from memfs.store.write.batch import REPLACE, Queue, Request, Ticket
 
 
 class Recorder:
@@ -39,9 +39,9 @@ class Recorder:
             self.deferred.update(id(t) for t in waiting)
             for ticket in batch:
                 if all(ticket is not w for w in waiting):
-                    ticket.commit = str(len(self.batches))
-                    ticket.landed = True
-                    ticket.answer()
+                    ticket.answer.commit = str(len(self.batches))
+                    ticket.answer.landed = True
+                    ticket.finish()
             return waiting
         finally:
             self.busy.release()
@@ -50,12 +50,12 @@ class Recorder:
         self.flushed.append((len(self.batches), None if following is None else len(following)))
 
     def answer(self, batch: list[Ticket]) -> None:
-        self.announced += [t for t in batch if t.landed]
+        self.announced += [t for t in batch if t.answer.landed]
 
 
 def ticket(n: int) -> Ticket:
-    return Ticket(REPLACE, f"agent{n % 3}", "a@x.invalid", MemPath("notes", (f"f{n}.md",)),
-                  -1, "write", f"write notes/f{n}.md")
+    return Ticket(Request(REPLACE, f"agent{n % 3}", "a@x.invalid",
+                          MemPath("notes", (f"f{n}.md",)), "write", f"write notes/f{n}.md"))
 
 
 def run_clients(queue: Queue, clients: int, each: int) -> list[Ticket]:
@@ -85,18 +85,18 @@ def test_every_ticket_is_answered_once_by_one_leader_at_a_time() -> None:
     made = run_clients(Queue(lander), clients=16, each=25)
     landed = [id(t) for batch in lander.batches for t in batch]
     assert sorted(landed) == sorted(id(t) for t in made)  # each in exactly one batch
-    assert all(t.done and t.error is None for t in made)
+    assert all(t.done and t.answer.error is None for t in made)
     assert sorted(id(t) for t in lander.announced) == sorted(landed)
 
 
 def test_a_ticket_sent_back_lands_in_a_later_batch() -> None:
-    lander = Recorder(defer=lambda t: t.path.parts[0].endswith(("3.md", "7.md")))
+    lander = Recorder(defer=lambda t: t.request.path.parts[0].endswith(("3.md", "7.md")))
     made = run_clients(Queue(lander), clients=8, each=10)
-    sent_back = [t for t in made if t.path.parts[0].endswith(("3.md", "7.md"))]
+    sent_back = [t for t in made if t.request.path.parts[0].endswith(("3.md", "7.md"))]
     assert sent_back and all(t.done for t in made)
     for mine in sent_back:
         seen_in = [n for n, batch in enumerate(lander.batches) if any(t is mine for t in batch)]
-        assert len(seen_in) == 2 and int(mine.commit or 0) == seen_in[1] + 1
+        assert len(seen_in) == 2 and int(mine.answer.commit or 0) == seen_in[1] + 1
 
 
 def test_a_failing_batch_answers_its_tickets_with_the_error_and_the_queue_goes_on() -> None:
@@ -108,8 +108,8 @@ def test_a_failing_batch_answers_its_tickets_with_the_error_and_the_queue_goes_o
 
     lander = Recorder(fail=fail)
     made = run_clients(Queue(lander), clients=8, each=10)
-    failed = [t for t in made if t.error is not None]
-    assert failed and all(isinstance(t.error, OSError) for t in failed)
+    failed = [t for t in made if t.answer.error is not None]
+    assert failed and all(isinstance(t.answer.error, OSError) for t in failed)
     doomed = [t for n, batch in enumerate(lander.batches) if (n + 1) % 4 == 2 for t in batch]
     assert sorted(map(id, failed)) == sorted(map(id, doomed))
     assert all(t.done for t in made)
@@ -121,7 +121,7 @@ def test_a_lone_submit_leads_its_own_batch() -> None:
     for n in range(3):
         mine = ticket(n)
         queue.submit(mine)
-        assert mine.done and mine.commit == str(n + 1)
+        assert mine.done and mine.answer.commit == str(n + 1)
     assert [len(batch) for batch in lander.batches] == [1, 1, 1]
     assert lander.flushed == [(1, None), (2, None), (3, None)]
 
@@ -173,5 +173,5 @@ def test_a_change_not_made_durable_is_not_acknowledged_but_its_listeners_hear_it
     queue = Queue(lander)
     mine = ticket(1)
     queue.submit(mine)
-    assert isinstance(mine.error, OSError) and mine.landed
+    assert isinstance(mine.answer.error, OSError) and mine.answer.landed
     assert lander.announced == [mine]

@@ -20,7 +20,7 @@ import pytest
 
 from control.client import Client, MemfsClientError
 from memfs.store import crashpoints
-from memfs.store.history import MERGE_RECORD
+from memfs.store.history.maintenance import MERGE_RECORD
 from tests.store.history.gitcheck import (
     assert_valid_git,
     commits,

@@ -1,6 +1,6 @@
 """The engine's parts, in process and without a daemon: ``engine.unrecorded`` (the
-web view's reads, memfs/store/unrecorded.py) records nothing, not even an absence,
-and checks read access; ``engine.history`` (memfs/store/history_reads.py) reads the
+web view's reads, memfs/store/read/unrecorded.py) records nothing, not even an absence,
+and checks read access; ``engine.history`` (memfs/store/history/view.py) reads the
 store's own history, "since I last read it" included, and a restore goes through it."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import pytest
 from memfs.config import parse_config
 from memfs.store.engine import Engine
 from memfs.store.errors import NotFound
-from memfs.store.paths import parse_path
+from memfs.store.fs.paths import parse_path
 from tests.support import public_tmpdir, standard_config
 
 
 @pytest.fixture
 def engine() -> Iterator[Engine]:
-    made = Engine(parse_config(standard_config(public_tmpdir())))
+    made = Engine.of(parse_config(standard_config(public_tmpdir())))
     try:
         yield made
     finally:

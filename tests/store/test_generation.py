@@ -1,4 +1,4 @@
-"""A store's generation counter (memfs/store/generation.py) on a real file with real
+"""A store's generation counter (memfs/store/write/generation.py) on a real file with real
 xattrs: each daemon tells other daemons' changes from its own, whatever the order."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.store.generation import Generation, read
+from memfs.store.write.generation import Generation, read
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The intent file of a store's landing (memfs/store/intents.py): what a reader finds
+"""The intent file of a store's landing (memfs/store/write/intents.py): what a reader finds
 after a write, a finished landing, a torn write or a long batch."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from memfs.store.intents import FIRST_READ, IntentFile
+from memfs.store.write.intents import FIRST_READ, IntentFile
 
 
 def test_an_intent_is_unfinished_until_main_moves_or_it_is_cleared(tmp_path: Path) -> None:

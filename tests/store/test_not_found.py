@@ -1,6 +1,6 @@
 """One mistake, one answer, in process: a store the agent does not have (whether there
 is one or not) and a path that does not exist are NotFound, whatever reads, lists,
-writes or logs it, with the names the agent may have meant (memfs/store/near.py),
+writes or logs it, with the names the agent may have meant (memfs/store/read/near.py),
 drawn only from what it can see: its own stores, and the folders and files memfs
 shows in the deepest folder of the path that exists."""
 
@@ -15,8 +15,8 @@ import pytest
 from memfs.config import parse_config
 from memfs.store.engine import Engine
 from memfs.store.errors import NotFound, PermissionDenied
-from memfs.store.near import closest, no_path, no_store
-from memfs.store.paths import MemPath, parse_path
+from memfs.store.fs.paths import MemPath, parse_path
+from memfs.store.read.near import closest, no_path, no_store
 from tests.support import public_tmpdir, standard_config
 
 
@@ -38,7 +38,7 @@ def test_the_messages() -> None:
 
 @pytest.fixture
 def engine() -> Iterator[Engine]:
-    made = Engine(parse_config(standard_config(public_tmpdir())))
+    made = Engine.of(parse_config(standard_config(public_tmpdir())))
     try:
         yield made
     finally:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.store.pages import Page, page_of_bytes
+from memfs.store.read.pages import Page, page_of_bytes
 from tests.support import UID_A, Daemon, connect_as, plant, public_tmpdir, standard_config
 
 MiB = 1 << 20

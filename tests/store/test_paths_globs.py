@@ -9,8 +9,8 @@ import time
 import pytest
 
 from memfs.store.errors import InvalidInput
-from memfs.store.globs import MAX_GLOB_CHARS, compile_glob, literal_prefix
-from memfs.store.paths import MemPath, parse_path
+from memfs.store.fs.globs import MAX_GLOB_CHARS, compile_glob, literal_prefix
+from memfs.store.fs.paths import MemPath, parse_path
 
 
 @pytest.mark.parametrize(

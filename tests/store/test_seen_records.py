@@ -13,8 +13,8 @@ import pytest
 from control.client import ConflictError
 from memfs.config import parse_config
 from memfs.store.engine import Engine
-from memfs.store.lru import LRU
-from memfs.store.paths import parse_path
+from memfs.store.fs.paths import parse_path
+from memfs.store.read.lru import LRU
 from tests.support import UID_A, UID_B, Daemon, connect_as, public_tmpdir, standard_config
 
 
@@ -25,7 +25,7 @@ def markers(root: Path, agent: str) -> list[Path]:
 def test_sweep_removes_records_of_deleted_files_only() -> None:
     base = public_tmpdir()
     config = parse_config(standard_config(base, seen_retention_days=0))
-    engine = Engine(config)
+    engine = Engine.of(config)
     try:
         kept, gone = parse_path("notes/kept.md"), parse_path("notes/deep/gone.md")
         for path in (kept, gone):
@@ -45,7 +45,7 @@ def test_sweep_removes_records_of_deleted_files_only() -> None:
 def test_sweep_keeps_young_records() -> None:
     base = public_tmpdir()
     config = parse_config(standard_config(base))  # 30 days
-    engine = Engine(config)
+    engine = Engine.of(config)
     try:
         path = parse_path("notes/young.md")
         engine.write("alice", path, b"x\n")

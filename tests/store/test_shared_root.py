@@ -1,11 +1,11 @@
-"""The parsing behind the start-up check of a Gluster root (memfs/store/shared_root.py);
+"""The parsing behind the start-up check of a Gluster root (memfs/store/fs/shared_root.py);
 the check itself runs against a real volume in tests/cluster/test_options.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from memfs.store.shared_root import mount_of, parse_volume_get, parse_volume_info
+from memfs.store.fs.shared_root import mount_of, parse_volume_get, parse_volume_info
 
 MOUNTINFO = """\
 22 1 253:0 / / rw,relatime shared:1 - ext4 /dev/vda rw

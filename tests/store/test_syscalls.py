@@ -1,4 +1,4 @@
-"""The system calls memfs makes through libc (memfs/store/syscalls.py): what they return
+"""The system calls memfs makes through libc (memfs/store/fs/syscalls.py): what they return
 and how they fail, on real files."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from memfs.store import syscalls, versions
-from memfs.store.versions import stamp, version_of
+from memfs.store.fs import syscalls
+from memfs.store.read import versions
+from memfs.store.read.versions import stamp, version_of
 
 
 def test_syncfs_flushes_an_open_file_system_and_fails_with_its_errno(tmp_path: Path) -> None:

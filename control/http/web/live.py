@@ -32,7 +32,7 @@ import trio
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from memfs.store.paths import MemPath
+from memfs.store.fs.paths import MemPath
 
 log = logging.getLogger("memfs.http")
 

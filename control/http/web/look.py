@@ -2,7 +2,7 @@
 
 `Look` carries out protocol ops with ``Dispatcher.run`` (the very request models
 and access rules of the socket) and the engine's reads that record nothing
-(``engine.unrecorded``, memfs/store/unrecorded.py). Nothing here writes: the web view
+(``engine.unrecorded``, memfs/store/read/unrecorded.py). Nothing here writes: the web view
 never changes memory, and looking at a file is not the agent reading it (its seen
 record is untouched).
 
@@ -23,8 +23,8 @@ from memfs.config import Config
 from memfs.memory.records import parse_iso
 from memfs.store.engine import Engine
 from memfs.store.errors import InvalidInput, NotFound
-from memfs.store.history import parse_time
-from memfs.store.paths import MemPath, parse_path
+from memfs.store.fs.paths import MemPath, parse_path
+from memfs.store.history.repo import parse_time
 
 
 @dataclass

@@ -27,7 +27,7 @@ from markdown_it.token import Token
 from markupsafe import Markup, escape
 
 from memfs.memory.records import parse_iso
-from memfs.store.history import SINGLE_PATH_OPS
+from memfs.store.history.repo import SINGLE_PATH_OPS
 
 SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):", re.IGNORECASE)

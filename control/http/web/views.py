@@ -11,8 +11,8 @@ import blake3
 from control.http.web import render
 from control.http.web.look import Look, Page, Redirect, expired_at, mem_path, page_number
 from memfs.store.errors import InvalidInput, NotFound
-from memfs.store.pages import page_of_bytes
-from memfs.store.paths import MemPath
+from memfs.store.fs.paths import MemPath
+from memfs.store.read.pages import page_of_bytes
 
 FILES_PER_PAGE = 200
 # A file is shown a page at a time, so that a page stays a few screens tall whatever

@@ -95,7 +95,7 @@ def dispatcher(tmp_path: Path) -> Iterator[Dispatcher]:
     config["agents"]["alice"]["stores"]["team"] = "read_write"
     config["agents"]["bob"]["stores"]["team"] = "read_write"
     config["delegates"] = [UID_B]
-    engine = Engine(parse_config(config))
+    engine = Engine.of(parse_config(config))
     try:
         yield Dispatcher(engine)
     finally:

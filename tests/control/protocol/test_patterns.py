@@ -12,10 +12,10 @@ from datetime import date, timedelta
 import pytest
 
 from memfs.memory import records
-from memfs.store import revs
 from memfs.store.errors import InvalidInput
-from memfs.store.history import parse_time
-from memfs.store.paths import REL_PATH_CHARS, parse_path, rel_path_pattern
+from memfs.store.fs.paths import REL_PATH_CHARS, parse_path, rel_path_pattern
+from memfs.store.history import revs
+from memfs.store.history.repo import parse_time
 
 SPACES = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 SAMPLES = ["", " ", "a", " a ", "\0", "a\0", "\t\n", "\u2028", "a\u2028b", "x\ny", "\x1c",

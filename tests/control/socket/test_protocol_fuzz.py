@@ -71,7 +71,7 @@ def fuzz_config(base: Path) -> dict[str, Any]:
 def dispatcher() -> Iterator[Dispatcher]:
     base = public_tmpdir("memfs-fuzz-")
     config = parse_config(fuzz_config(base))
-    engine = Engine(config)
+    engine = Engine.of(config)
     jail = start_jail(config)
     try:
         yield Dispatcher(engine, jail)

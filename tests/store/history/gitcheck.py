@@ -12,7 +12,7 @@ from pathlib import Path
 import blake3
 import pygit2
 
-from memfs.store import backing
+from memfs.store.fs import backing
 from tests.support import as_euid, daemon_ids, run_as
 
 # The repositories are the daemon's user's (memfs): plain git reads them as that user,

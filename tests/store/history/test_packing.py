@@ -1,5 +1,5 @@
 """Packing a store's history: the number of packs stays logarithmic in the objects
-(merged as `git repack --geometric=2` chooses, memfs/store/packs.py), a merge holds
+(merged as `git repack --geometric=2` chooses, memfs/store/history/packs.py), a merge holds
 little memory, readers and commits go on while packs merge, and plain git reads and
 checks every pack."""
 
@@ -19,9 +19,10 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from memfs.store import history as history_module
-from memfs.store import packs
-from memfs.store.history import Change, StoreHistory
+from memfs.store.history import maintenance, packs
+from memfs.store.history import repo as history_module
+from memfs.store.history.repo import Change
+from memfs.store.history.store_history import StoreHistory
 from tests.store.history.conftest import history_config
 from tests.store.history.gitcheck import (
     assert_valid_git,
@@ -41,8 +42,8 @@ SMALL = 16  # PACK_AFTER in these tests: many packs from few commits
 def small_packs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Small packs, and the packs a merge replaced removed by the next `maintain`
     (as the daemon calls it), with no grace (no reader here lags behind a merge)."""
-    monkeypatch.setattr(history_module, "PACK_AFTER", SMALL)
-    monkeypatch.setattr(history_module, "MERGE_GRACE", 0.0)
+    monkeypatch.setattr(maintenance, "PACK_AFTER", SMALL)
+    monkeypatch.setattr(maintenance, "MERGE_GRACE", 0.0)
 
 
 def maintain(history: StoreHistory) -> None:
@@ -164,7 +165,7 @@ def test_reads_and_commits_go_on_while_packs_merge(tmp_path: Path, small_packs: 
     still finds them (removed at once, a reader that had listed them failed now and
     then with "invalid packfile": libgit2 opens a pack it knows of when it first
     needs it)."""
-    monkeypatch.setattr(history_module, "MERGE_GRACE", 0.2)
+    monkeypatch.setattr(maintenance, "MERGE_GRACE", 0.2)
     history = StoreHistory(repo_path(tmp_path, "notes"), "notes")
     made: dict[str, bytes] = {}
     done = threading.Event()
@@ -257,7 +258,7 @@ def test_packing_goes_on_after_an_object_it_cannot_read(
     each time after; one that cannot be read later (here: emptied behind the daemon's
     back) fails that packing, and the next one checks every object, removes it and
     packs the rest."""
-    monkeypatch.setattr(history_module, "PACK_RETRY", 0.0)
+    monkeypatch.setattr(maintenance, "PACK_RETRY", 0.0)
     history = StoreHistory(repo_path(tmp_path, "notes"), "notes")
     commit_many(history, 10)
     maintain(history)
@@ -345,8 +346,8 @@ def test_a_merge_keeps_each_object_once(tmp_path: Path) -> None:
     assert len(listed) == 6
     ids = [oid for found in pack_ids(tmp_path, "notes") for oid in found]
     assert len(ids) > len(set(ids))  # objects in several packs
-    packs.merge(listed, repo_path(tmp_path, "notes") / history_module.MERGE_RECORD)
-    packs.finish(repo_path(tmp_path, "notes") / history_module.MERGE_RECORD,
+    packs.merge(listed, repo_path(tmp_path, "notes") / maintenance.MERGE_RECORD)
+    packs.finish(repo_path(tmp_path, "notes") / maintenance.MERGE_RECORD,
                  listed[0].index.parent)
     merged = pack_ids(tmp_path, "notes")
     assert len(merged) == 1 and len(merged[0]) == len(set(ids))
@@ -360,19 +361,19 @@ def test_the_packs_of_batches_are_merged_once_many(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Each batch writes a small pack; once PACKS_BEFORE_MERGE were written the
     history asks to be packed, and the maintenance merges them."""
-    monkeypatch.setattr(history_module, "MERGE_GRACE", 0.0)  # no reader lags behind here
+    monkeypatch.setattr(maintenance, "MERGE_GRACE", 0.0)  # no reader lags behind here
     history = StoreHistory(repo_path(tmp_path, "notes"), "notes")
     maintain(history)  # the first maintenance (start-up) is done
     head = None
-    for n in range(history_module.PACKS_BEFORE_MERGE + 1):
+    for n in range(maintenance.PACKS_BEFORE_MERGE + 1):
         assert not history.needs_pack(), n
         planned = [history_module.Planned([(f"f{n % 7}.md", b"batch %d\n" % n)], "alice",
                                           "alice@x.invalid", "write\n")]
         head = history.prepare_batch(planned, parent=head)[-1]
         history.advance(head)
     assert history.needs_pack()
-    assert len(pack_ids(tmp_path, "notes")) == history_module.PACKS_BEFORE_MERGE + 1
+    assert len(pack_ids(tmp_path, "notes")) == maintenance.PACKS_BEFORE_MERGE + 1
     maintain(history)
     assert len(pack_ids(tmp_path, "notes")) <= 2
-    assert len(commits(tmp_path, "notes")) == history_module.PACKS_BEFORE_MERGE + 1
+    assert len(commits(tmp_path, "notes")) == maintenance.PACKS_BEFORE_MERGE + 1
     assert_valid_git(tmp_path, "notes")

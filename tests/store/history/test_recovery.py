@@ -20,8 +20,12 @@ import blake3
 import pytest
 
 from control.client import MemfsClientError
-from memfs.store import crashpoints, gitobjects, versions
-from memfs.store.history import PACK_AFTER, Change, StoreHistory
+from memfs.store import crashpoints
+from memfs.store.history import gitobjects
+from memfs.store.history.maintenance import PACK_AFTER
+from memfs.store.history.repo import Change
+from memfs.store.history.store_history import StoreHistory
+from memfs.store.read import versions
 from tests.store.history.conftest import history_config
 from tests.store.history.gitcheck import (
     assert_valid_git,

@@ -11,8 +11,8 @@ import pygit2
 import pytest
 
 from memfs.config import parse_config
-from memfs.store.gitcli import GitRun, GitRunner
-from memfs.store.mirror import (
+from memfs.store.history.gitcli import GitRun, GitRunner
+from memfs.store.history.mirror import (
     ACCESS_RETRY_FIRST,
     DIVERGED,
     DOWN,

@@ -15,8 +15,8 @@ import pytest
 from control.client import ConflictError
 from memfs.config import parse_config
 from memfs.store.crashpoints import ENV
-from memfs.store.gitcli import GitRunner
-from memfs.store.restore import restore_store
+from memfs.store.history.gitcli import GitRunner
+from memfs.store.history.restore import restore_store
 from tests.store.history.gitcheck import assert_valid_git, commits, store_files, tree_files
 from tests.store.mirror.remotes import (
     bare_repository,

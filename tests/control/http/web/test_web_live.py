@@ -12,7 +12,7 @@ import trio
 
 from control.http.web import live
 from control.http.web.live import CommitFeed, TooManyStreams
-from memfs.store.paths import MemPath
+from memfs.store.fs.paths import MemPath
 
 ACCESS = {("alice", "notes"): "read_write", ("alice", "ops"): "read",
           ("carol", "notes"): "read"}

@@ -1,8 +1,8 @@
 """The git command line, for what only it does: talking to remotes. A mirror's push,
-ls-remote and fetch (memfs/store/mirror.py, memfs/store/restore.py) go through the
+ls-remote and fetch (memfs/store/history/mirror.py, memfs/store/history/restore.py) go through the
 ``git`` program, so that every URL git accepts works, with git's own transports,
 ssh keys and credential helpers (the daemon's user's git config); the history itself
-is written in process with pygit2 (memfs/store/history.py).
+is written in process with pygit2 (memfs/store/history/writer.py).
 
 Each run is a child process of the daemon, under its own uid and nothing more, with a
 time limit, stdin closed and no terminal: git never waits for someone to type a
@@ -10,7 +10,7 @@ password or accept a host key (``GIT_TERMINAL_PROMPT=0``; a session of its own h
 controlling terminal, so ssh cannot prompt either). It dies with the thread that
 started it (``setpriv --pdeathsig``: a daemon killed mid-push leaves no git behind,
 and the remote drops the half-received push). It never runs hooks of the store's
-repository, and never packs or prunes it (the daemon does, see history.py).
+repository, and never packs or prunes it (the daemon does, see repo.py).
 """
 
 from __future__ import annotations

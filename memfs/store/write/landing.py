@@ -1,4 +1,4 @@
-"""Landing a store's batches of single-file changes (the steps of memfs/store/batch.py's
+"""Landing a store's batches of single-file changes (the steps of memfs/store/write/batch.py's
 `Lander`; docs/design/group-commit.md, section 3).
 
 A batch's tickets were each checked, hashed and staged (without fsync) by the thread
@@ -14,15 +14,15 @@ B4. checks every ticket in order, each against what the tickets before it left (
     was form a *run*, written as one step; an append that follows another change of
     its path waits for the next batch (it would need that change's bytes);
 B5. with history, builds one commit per accepted change, in order, each on the last,
-    and writes them as one pack (memfs/store/history.py: prepare_batch);
-B6. sets the batch's intent (memfs/store/intents.py): each path's digest before and
+    and writes them as one pack (memfs/store/history/writer.py: prepare_batch);
+B6. sets the batch's intent (memfs/store/write/intents.py): each path's digest before and
     after each step, the commits, the records to set, the size before a run; without
     history only when the batch has a run or more than one step;
 B7. lands the steps in order: renames, unlinks, and each run (the file marked as
     appending with its old size, all its bytes written with one pwrite and fsynced,
     then its new version record stamped and the mark removed);
 B8. bumps the store's generation, sets the writers' records in ticket order, moves
-    ``main`` to the last commit (memfs/store/store.py: finish_batch);
+    ``main`` to the last commit (memfs/store/write/store.py: finish_batch);
 B9. releases the lock;
 B10. makes what landed durable: one fsync of the folder for a single change (as a lone
     write always did), else one syncfs, which also covers the next batch's staged
@@ -48,8 +48,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from memfs.store import backing, crashpoints
-from memfs.store.batch import APPEND, DELETE, REPLACE, Ticket
+from memfs.store import crashpoints
 from memfs.store.errors import (
     ABSENT,
     ConditionFailed,
@@ -59,11 +58,10 @@ from memfs.store.errors import (
     NoSpace,
     TooLarge,
 )
-from memfs.store.history import Planned, message_for
-from memfs.store.paths import MemPath
-from memfs.store.staging import Staged, Staging
-from memfs.store.store import BatchPlan, GroupPlan, Store
-from memfs.store.versions import (
+from memfs.store.fs import backing
+from memfs.store.fs.paths import MemPath
+from memfs.store.history.repo import Planned, message_for
+from memfs.store.read.versions import (
     Version,
     appended_digest,
     mark_appending,
@@ -71,6 +69,9 @@ from memfs.store.versions import (
     version_at,
     version_of,
 )
+from memfs.store.write.batch import APPEND, DELETE, REPLACE, Ticket
+from memfs.store.write.staging import Staged, Staging
+from memfs.store.write.store import BatchPlan, GroupPlan, Store
 
 _UNSEEN = object()  # no record in a batch's overlay: read the agent's record on disk
 
@@ -166,16 +167,17 @@ class BatchLanding:
         if len(batch) > 1:
             groups: dict[str, list[Ticket]] = {}
             for ticket in batch:
-                groups.setdefault(ticket.path.rel, []).append(ticket)
+                groups.setdefault(ticket.request.path.rel, []).append(ticket)
             batch[:] = [ticket for tickets in groups.values() for ticket in tickets]
         sync = self.store.shared  # staged files other hosts may rename: fsynced each
         for ticket in batch:
-            if ticket.kind == REPLACE and ticket.staged is None and not ticket.done:
+            if ticket.request.kind == REPLACE and ticket.staged is None and not ticket.done:
                 try:
-                    ticket.staged = self.staging.stage_file(ticket.data or b"", ticket.agent,
-                                                            ticket.git, sync=sync)
+                    request = ticket.request
+                    ticket.staged = self.staging.stage_file(request.data or b"", request.agent,
+                                                            request.git, sync=sync)
                 except NoSpace as error:
-                    ticket.answer(error)
+                    ticket.finish(error)
 
     def _flush(self, batch: list[Ticket], landed: _Landed | None) -> None:
         """Make durable the staged files of ``batch`` that are not, and what ``landed``
@@ -226,7 +228,7 @@ class BatchLanding:
             if self.store.observe_land is not None:  # once for each change that landed
                 took = time.perf_counter() - start
                 for ticket in batch:
-                    if ticket.landed:
+                    if ticket.answer.landed:
                         self.store.observe_land(took)
         return waiting
 
@@ -237,9 +239,9 @@ class BatchLanding:
         for ticket in batch:
             if ticket.done:  # refused before (its file could not be staged)
                 continue
-            group = groups.get(ticket.path.rel)
+            group = groups.get(ticket.request.path.rel)
             if group is None:
-                group = groups[ticket.path.rel] = _Group(ticket.path, [])
+                group = groups[ticket.request.path.rel] = _Group(ticket.request.path, [])
             group.tickets.append(ticket)
         overlay: dict[tuple[str, str], str | None] = {}
         now = time.time()
@@ -248,7 +250,7 @@ class BatchLanding:
                 self._check_group(group, overlay, now, waiting, own)
             except InvalidInput as error:  # the path is no file memfs keeps
                 for ticket in group.tickets:
-                    ticket.error = InvalidInput(str(error))
+                    ticket.answer.error = InvalidInput(str(error))
                     group.decided.append((ticket, 0))
                 group.steps = []
                 group.records = []
@@ -258,7 +260,7 @@ class BatchLanding:
                      now: float, waiting: list[Ticket], own: list[Staged]) -> None:
         path, name = group.path, group.path.parts[-1]
         first = group.tickets[0]
-        if any(ticket.kind == APPEND for ticket in group.tickets):
+        if any(ticket.request.kind == APPEND for ticket in group.tickets):
             fd = backing.open_for_append(first.parent, name)
             if fd is not None:
                 group.fd = fd
@@ -269,7 +271,7 @@ class BatchLanding:
         after = 0  # steps of the group so far
         run: _Step | None = None
         for index, ticket in enumerate(group.tickets):
-            agent = ticket.agent
+            agent = ticket.request.agent
 
             def seen(agent: str = agent) -> str | None:
                 """The agent's record of the path after the tickets before this one."""
@@ -279,83 +281,84 @@ class BatchLanding:
                 return known  # type: ignore[return-value]
 
             try:
-                if ticket.kind == APPEND:
+                if ticket.request.kind == APPEND:
                     if after > (1 if run is not None else 0):  # after another change
                         waiting.extend(group.tickets[index:])
                         del group.tickets[index:]
                         break
                     check_version(agent, path, current, seen, None,
-                                  ticket.precondition, force=True)
+                                  ticket.request.precondition, force=True)
                     if current is None:  # no file (any more): the append creates it
                         staged = ticket.staged
                         if staged is None:
-                            staged = self.staging.stage_file(ticket.data or b"", agent,
-                                                             self._git(ticket.data or b""))
+                            staged = self.staging.stage_file(ticket.request.data or b"", agent,
+                                                             self._git(ticket.request.data or b""))
                             own.append(staged)
                         group.steps.append(_Step(RENAME, [ticket], staged.digest, staged,
                                                  staged.size))
                         after += 1
-                        ticket.digest, ticket.size, ticket.previous = \
+                        ticket.answer.digest, ticket.answer.size, ticket.answer.previous = \
                             staged.digest, staged.size, None
                         current = Version(staged.digest, staged.size, LastWrite(agent, now))
                         group.records.append((agent, after, staged.digest))
                         overlay[(agent, path.rel)] = staged.digest
-                    elif not ticket.data:  # nothing to add: no change
-                        ticket.digest, ticket.size, ticket.previous = \
+                    elif not ticket.request.data:  # nothing to add: no change
+                        ticket.answer.digest, ticket.answer.size, ticket.answer.previous = \
                             current.digest, current.size, current.digest
-                        ticket.unchanged = True
+                        ticket.answer.unchanged = True
                     else:
-                        self.check_size(current.size + len(ticket.data))
+                        self.check_size(current.size + len(ticket.request.data))
                         knew = seen() == current.digest  # it had the whole old file
-                        digest = appended_digest(group.fd, current, ticket.data)
+                        digest = appended_digest(group.fd, current, ticket.request.data)
                         if run is None:
                             run = _Step(RUN, [], None)
                             group.steps.append(run)
                             after += 1
                         run.tickets.append(ticket)
-                        run.digest, run.size = digest, current.size + len(ticket.data)
-                        ticket.digest, ticket.size, ticket.previous = \
+                        run.digest, run.size = digest, current.size + len(ticket.request.data)
+                        ticket.answer.digest, ticket.answer.size, ticket.answer.previous = \
                             digest, run.size, current.digest
                         current = Version(digest, run.size, LastWrite(agent, now))
                         if knew:
                             group.records.append((agent, after, digest))
                             overlay[(agent, path.rel)] = digest
-                elif ticket.kind == REPLACE:
+                elif ticket.request.kind == REPLACE:
                     staged = ticket.staged
                     assert staged is not None
-                    freely = ticket.force or (ticket.create_freely and current is None)
-                    check_version(agent, path, current, seen, ticket.expected,
-                                  ticket.precondition, force=freely)
+                    freely = ticket.request.force or (ticket.request.create_freely
+                                                      and current is None)
+                    check_version(agent, path, current, seen, ticket.request.expected,
+                                  ticket.request.precondition, force=freely)
                     if current is not None and current.digest == staged.digest:
                         # Already this version: nothing lands; the writer has seen it.
-                        ticket.digest, ticket.size, ticket.previous = \
+                        ticket.answer.digest, ticket.answer.size, ticket.answer.previous = \
                             current.digest, current.size, current.digest
-                        ticket.unchanged = True
+                        ticket.answer.unchanged = True
                     else:
                         group.steps.append(_Step(RENAME, [ticket], staged.digest, staged,
                                                  staged.size))
                         after += 1
-                        ticket.digest, ticket.size = staged.digest, staged.size
-                        ticket.previous = None if current is None else current.digest
+                        ticket.answer.digest, ticket.answer.size = staged.digest, staged.size
+                        ticket.answer.previous = None if current is None else current.digest
                         current = Version(staged.digest, staged.size, LastWrite(agent, now))
                     group.records.append((agent, after, staged.digest))
                     overlay[(agent, path.rel)] = staged.digest
                 else:
-                    assert ticket.kind == DELETE
+                    assert ticket.request.kind == DELETE
                     if current is None:
-                        ticket.missing = True
+                        ticket.answer.missing = True
                     else:
-                        check_version(agent, path, current, seen, ticket.expected,
-                                      ticket.precondition, force=ticket.force)
+                        check_version(agent, path, current, seen, ticket.request.expected,
+                                      ticket.request.precondition, force=ticket.request.force)
                         group.steps.append(_Step(UNLINK, [ticket], None))
                         after += 1
-                        ticket.digest, ticket.size, ticket.previous = \
+                        ticket.answer.digest, ticket.answer.size, ticket.answer.previous = \
                             current.digest, 0, current.digest
                         current = None
                         group.records.append((agent, after, None))
                         overlay[(agent, path.rel)] = None
             except (Conflict, TooLarge, NoSpace) as error:  # ConditionFailed too
-                ticket.error = error
+                ticket.answer.error = error
             group.decided.append((ticket, after))
 
     def _land(self, groups: list[_Group]) -> list[Ticket]:
@@ -369,12 +372,12 @@ class BatchLanding:
             commits = store.prepare_batch(planned) if planned else [None] * len(accepted)
             crashpoints.reached("land.prepared")
             for ticket, commit in zip(accepted, commits, strict=True):
-                ticket.commit = commit
+                ticket.answer.commit = commit
             plan = BatchPlan(
                 [GroupPlan(group.path.rel, None if group.before is None else group.before.digest,
                            group.before.size if group.steps and group.steps[0].kind == RUN
                            and group.before is not None else None,
-                           [(step.digest, step.tickets[-1].commit) for step in group.steps])
+                           [(step.digest, step.tickets[-1].answer.commit) for step in group.steps])
                  for group in groups],
                 [(agent, number, after, digest) for number, group in enumerate(groups)
                  for agent, after, digest in group.records])
@@ -415,25 +418,26 @@ class BatchLanding:
             content = None  # a run's file so far
             for step in group.steps:
                 for ticket in step.tickets:
+                    request = ticket.request
                     if step.kind == RUN:
                         if content is None:
                             assert group.before is not None
                             content = backing.read_all(group.fd, group.before.size)
-                        content += ticket.data or b""
+                        content += ticket.request.data or b""
                         data: bytes | None = content
                         group.run_git = str(pygit2.hash(content))
                         summary, op, forced = f"append {group.path}", "append", False
                     elif step.kind == UNLINK:
                         data = None
-                        summary, op, forced = ticket.summary, ticket.op, ticket.force
+                        summary, op, forced = request.summary, request.op, request.force
                     else:  # a replace, or an append that creates its file
-                        data = ticket.data
+                        data = request.data
                         assert data is not None, "a store with history keeps the bytes"
-                        summary, op, forced = ticket.summary, ticket.op, ticket.force
-                    digest = None if data is None else ticket.digest
-                    planned.append(Planned([(rel, data)], ticket.agent, ticket.email,
+                        summary, op, forced = request.summary, request.op, request.force
+                    digest = None if data is None else ticket.answer.digest
+                    planned.append(Planned([(rel, data)], request.agent, request.email,
                                            message_for(summary, op, digest, forced,
-                                                       delegate=ticket.delegate)))
+                                                       delegate=request.delegate)))
         return planned
 
     def _land_step(self, group: _Group, step: _Step) -> None:
@@ -468,7 +472,7 @@ class BatchLanding:
         mark_appending(fd, size)
         crashpoints.reached("append.marked")
         try:
-            data = b"".join(ticket.data or b"" for ticket in step.tickets)
+            data = b"".join(ticket.request.data or b"" for ticket in step.tickets)
             view, offset = memoryview(data), size
             while view:
                 written = os.pwrite(fd, view, offset)
@@ -476,7 +480,7 @@ class BatchLanding:
                 view = view[written:]
             crashpoints.reached("append.written")
             last = step.tickets[-1]
-            stamp(fd, step.digest, last.agent, time.time(), group.run_git)
+            stamp(fd, step.digest, last.request.agent, time.time(), group.run_git)
         except BaseException:
             os.ftruncate(fd, size)  # back to the old size: it never happened
             mark_appending(fd, None)
@@ -495,10 +499,10 @@ class BatchLanding:
             for ticket, after in group.decided:
                 if id(ticket) in failed:
                     ticket.reset()
-                    ticket.answer(error)
+                    ticket.finish(error)
                 elif after <= landed[number]:
-                    ticket.landed = id(ticket) in changed
-                    ticket.answer()
+                    ticket.answer.landed = id(ticket) in changed
+                    ticket.finish()
                 else:
                     ticket.reset()
                     waiting.append(ticket)
@@ -528,8 +532,8 @@ class BatchLanding:
 
     def answer(self, batch: list[Ticket]) -> None:
         for ticket in batch:
-            if ticket.landed:
-                self.notify(ticket.path)
+            if ticket.answer.landed:
+                self.notify(ticket.request.path)
 
 
 def _refusal(error: BaseException) -> BaseException:

@@ -14,7 +14,7 @@ can be renamed (`rename`: the old name is kept, refused with the new one as the 
 and retired (`retire`: its name refused until ``undo``).
 
 Changes are made under an flock (``ROOT/state/locks/agents.lock``) by re-reading the
-file, written atomically (memfs/store/statefile.py). Each use looks whether the file
+file, written atomically (memfs/store/fs/statefile.py). Each use looks whether the file
 changed (a stat: another daemon on the root may have retired or renamed the name) and
 re-reads it then. Last-seen times are written at most once a minute per agent, by the request
 that finds its time stale: no disk write for almost every request.
@@ -32,8 +32,8 @@ from pathlib import Path
 
 from memfs.config import check_name
 from memfs.errors import MemfsError
-from memfs.store import statefile
 from memfs.store.errors import InvalidInput, NotFound, PermissionDenied, refused_when_full
+from memfs.store.fs import statefile
 
 SEEN_EVERY = 60.0  # seconds: how stale a written last-seen time may get
 

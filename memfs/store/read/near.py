@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 
 from memfs.store.errors import NotFound
-from memfs.store.paths import MemPath
+from memfs.store.fs.paths import MemPath
 
 MAX_NEAR = 3  # names suggested at most
 

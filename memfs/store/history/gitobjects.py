@@ -33,8 +33,8 @@ from pathlib import Path
 import pygit2
 
 from memfs.store import crashpoints
-from memfs.store.lru import LRU
-from memfs.store.shared_root import mount_of
+from memfs.store.fs.shared_root import mount_of
+from memfs.store.read.lru import LRU
 
 _KIND = pygit2.enums.ObjectType
 TYPES: dict[int, bytes] = {_KIND.COMMIT: b"commit", _KIND.TREE: b"tree", _KIND.BLOB: b"blob",

@@ -1,6 +1,6 @@
 """Mirrors: each store's history pushed to the git remotes of its ``mirror`` setting,
 in the background, so that a lost host can be started again from a backup
-(memfs/store/restore.py).
+(memfs/store/history/restore.py).
 
 A pusher per store (`StoreMirror`, a thread) is woken when a commit lands (the
 engine's commit listeners call `Mirrors.committed`) and also looks at ``main`` every
@@ -8,7 +8,7 @@ POLL_SECONDS (commits of another daemon on the root, ``recover:`` commits at sta
 Woken, it lets the commits of a burst gather for BATCH_SECONDS, then pushes whatever
 has accumulated since the last push, one push of a store at a time:
 ``git push`` of the commit ``main`` points at to the remote's ``refs/heads/main``,
-never forced (memfs/store/gitcli.py runs git). Pushes happen outside the store lock,
+never forced (memfs/store/history/gitcli.py runs git). Pushes happen outside the store lock,
 from the repository's files: a mirror never slows or refuses a write, whatever it does.
 
 What becomes of a push, for each mirror (`Record.state`):
@@ -51,10 +51,10 @@ import pygit2
 
 from memfs.config import Config
 from memfs.errors import MemfsError
-from memfs.store import statefile
 from memfs.store.errors import NotFound
-from memfs.store.gitcli import GitRun, GitRunner
-from memfs.store.paths import MemPath
+from memfs.store.fs import statefile
+from memfs.store.fs.paths import MemPath
+from memfs.store.history.gitcli import GitRun, GitRunner
 
 log = logging.getLogger("memfs.mirror")
 

@@ -3,7 +3,7 @@
 The engine and the mount check every file they open or list (`backing.is_kept`), but
 ripgrep walks the store itself. It is told to skip each planted entry (FIFO, socket,
 device, hard link, file of a foreign owner, and a file or folder whose name memfs
-refuses: not printable, see memfs/store/paths.py) with one exclusion glob per entry,
+refuses: not printable, see memfs/store/fs/paths.py) with one exclusion glob per entry,
 placed after the caller's own globs so that no flag can bring it back; a search path
 that names one is refused.
 
@@ -21,8 +21,8 @@ import stat
 import threading
 from dataclasses import dataclass
 
-from memfs.store import backing
 from memfs.store.errors import InvalidInput
+from memfs.store.fs import backing
 
 MAX_PLANTED = 10_000  # per store; beyond this a search is refused (fix the backing dir)
 

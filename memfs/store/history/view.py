@@ -1,7 +1,7 @@
 """Reading a store's history on an agent's behalf: log, an old version, a diff.
 
 The engine's ``history`` (`HistoryReads`): every operation needs read access to the
-store, like a read of its files. Revisions are parsed by memfs/store/history.py: ids,
+store, like a read of its files. Revisions are parsed by memfs/store/history/reader.py: ids,
 ``HEAD~N``, times; anything else is refused.
 """
 
@@ -15,10 +15,11 @@ import blake3
 import pygit2
 
 from memfs.store.errors import ABSENT, InvalidInput, NotFound
-from memfs.store.history import Entry, StoreHistory
-from memfs.store.paths import MemPath
-from memfs.store.seen import SeenRecords
-from memfs.store.store import Store
+from memfs.store.fs.paths import MemPath
+from memfs.store.history.repo import Entry
+from memfs.store.history.store_history import StoreHistory
+from memfs.store.read.seen import SeenRecords
+from memfs.store.write.store import Store
 
 MAX_VERSIONS_SEARCHED = 1000  # how far back `diff` looks for the version an agent saw
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from memfs.store.errors import InvalidInput
-from memfs.store.paths import PRINTABLE, unprintable
+from memfs.store.fs.paths import PRINTABLE, unprintable
 
 MAX_GLOB_CHARS = 1024
 _MAX_CACHED_CHARS = 4096  # per-character transition masks kept per pattern
@@ -230,7 +230,7 @@ def compile_glob(pattern: str) -> Glob:
     ``a/x/y/b``), a pattern naming a directory (``notes`` or ``notes/``) matches
     everything below it. Matching takes time linear in the name, whatever the pattern.
     Raises InvalidInput for a pattern over MAX_GLOB_CHARS characters, with a character
-    no name may hold (see memfs/store/paths.py) or with a reversed range (``[z-a]``)."""
+    no name may hold (see memfs/store/fs/paths.py) or with a reversed range (``[z-a]``)."""
     return Glob(pattern)
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 from memfs.store.errors import InvalidInput, NotAFolder
-from memfs.store.paths import nameable
+from memfs.store.fs.paths import nameable
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a planted FIFO must not block; O_NOCTTY: nor grab a terminal.

@@ -1,5 +1,5 @@
 """How a caller names a revision of a store's history, or a time: regular expressions,
-free of I/O (the history, memfs/store/history.py, resolves them; the protocol's models
+free of I/O (the history, memfs/store/history/reader.py, resolves them; the protocol's models
 state them as patterns in their JSON schemas, control/protocol/base.py).
 
 A revision is a commit id (4 to 40 hex digits), ``HEAD~N`` or ``main~N``, or a time:

@@ -1,15 +1,15 @@
 """Group commit: a store's queue of changes, landed in batches by a leader.
 
-Every single-file change of a store (write, edit, restore, delete, append) becomes a
-`Ticket`, put on the store's `Queue` by the thread that serves its request, which then
-waits for the answer. There is no committer thread: a thread that queues a ticket when
-nobody is landing the store's batches becomes the store's *leader* and lands batches
-(every ticket queued, up to MAX_TICKETS or MAX_BYTES) until its own ticket is answered;
-then it hands the leadership to the thread of the oldest ticket still waiting, if any.
-An uncontended change so costs no hand-over between threads, and while one batch
-becomes durable the next one gathers.
+Every single-file change of a store (write, edit, restore, delete, append) is a
+`Request`, carried by a `Ticket` put on the store's `Queue` by the thread that serves
+it, which then waits for the ticket's `Answer`. There is no committer thread: a thread
+that queues a ticket when nobody is landing the store's batches becomes the store's
+*leader* and lands batches (every ticket queued, up to MAX_TICKETS or MAX_BYTES) until
+its own ticket is answered; then it hands the leadership to the thread of the oldest
+ticket still waiting, if any. An uncontended change so costs no hand-over between
+threads, and while one batch becomes durable the next one gathers.
 
-How a batch lands (the `Lander`'s steps, memfs/store/landing.py):
+How a batch lands (the `Lander`'s steps, memfs/store/write/landing.py):
 
 * `prepare`: order the batch and make its staged files durable (B1-B2);
 * `land`: under the store lock, check every ticket in order and land the accepted ones
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from memfs.store import crashpoints
-from memfs.store.paths import MemPath
-from memfs.store.staging import Staged
+from memfs.store.fs.paths import MemPath
+from memfs.store.write.staging import Staged
 
 MAX_TICKETS = 256  # per batch: a batch's writers wait for its last one
 MAX_BYTES = 32 << 20  # bytes of content per batch (at least one ticket, whatever its size)
@@ -43,23 +43,19 @@ GATHER_WAIT = 10.0  # seconds a leader waits for a test's batch to gather (crash
 REPLACE, DELETE, APPEND = "replace", "delete", "append"
 
 
-@dataclass(eq=False, slots=True)
-class Ticket:
-    """One change waiting in a store's queue, and then its answer.
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One single-file change as its writer asked for it; never changed once made.
 
-    REPLACE: ``data`` is the new content (``git``: its blob id, with history), staged
-    by the leader (``staged``: kept until the ticket is answered). DELETE: neither.
-    APPEND: ``data`` is what to append (``staged``: a copy of it as a whole new file,
-    when the file does not exist and the append creates it)."""
+    REPLACE: ``data`` is the new content (``git``: its blob id, with history). DELETE:
+    neither. APPEND: ``data`` is what to append."""
 
     kind: str
     agent: str
     email: str
     path: MemPath
-    parent: int  # fd of the folder holding the file (the caller's: open until answered)
     op: str
     summary: str
-    staged: Staged | None = None
     data: bytes | None = None
     git: str | None = None
     expected: str | None = None
@@ -67,7 +63,12 @@ class Ticket:
     create_freely: bool = False  # restore: recreating a deleted file needs no record
     precondition: Callable[[str | None], bool] | None = None
     delegate: int | None = None  # the delegate uid that made it for the agent
-    # -- the answer (set by the leader) -----------------------------------------------
+
+
+@dataclass(slots=True)
+class Answer:
+    """What the leader decided for one request (a fresh one: nothing decided yet)."""
+
     digest: str | None = None  # the file's digest after this change
     size: int = 0
     previous: str | None = None  # before it (None: there was no file)
@@ -75,8 +76,23 @@ class Ticket:
     unchanged: bool = False
     missing: bool = False  # a delete of a file that is not there: NotFound
     error: BaseException | None = None
-    done: bool = False
     landed: bool = False  # the change is in place (the listeners are told of it)
+
+
+@dataclass(eq=False, slots=True)
+class Ticket:
+    """One request waiting in a store's queue, what the leader holds for it while it
+    lands, and then its answer.
+
+    ``staged``: REPLACE, its bytes as a staged file (made by the leader, kept until the
+    ticket is answered); APPEND, a copy of them as a whole new file, when the file does
+    not exist and the append creates it."""
+
+    request: Request
+    parent: int = -1  # fd of the file's folder (the caller's: open until answered)
+    staged: Staged | None = None
+    answer: Answer = field(default_factory=Answer)  # set by the leader
+    done: bool = False  # answered: ``answer`` is final
     # -- waiting --------------------------------------------------------------------------
     _wake: threading.Lock = field(default_factory=threading.Lock)
     _handed: tuple[list[Ticket], bool] | None = None  # a batch to lead, and if synced
@@ -87,18 +103,16 @@ class Ticket:
     @property
     def weight(self) -> int:
         """Bytes of content it brings to a batch."""
-        return len(self.data or b"")
+        return len(self.request.data or b"")
 
     def reset(self) -> None:
         """Forget what a check decided (it is to be checked again, or refused)."""
-        self.digest = self.previous = self.commit = self.error = None
-        self.size = 0
-        self.unchanged = self.missing = self.landed = False
+        self.answer = Answer()
 
-    def answer(self, error: BaseException | None = None) -> None:
+    def finish(self, error: BaseException | None = None) -> None:
         """Mark it answered (``error``: refused with it); its thread wakes at `wake`."""
         if error is not None:
-            self.error = error
+            self.answer.error = error
         self.done = True
 
     def wake(self) -> None:
@@ -106,14 +120,14 @@ class Ticket:
 
 
 class Lander(Protocol):
-    """The steps of landing one store's batches (memfs/store/landing.py)."""
+    """The steps of landing one store's batches (memfs/store/write/landing.py)."""
 
     def prepare(self, batch: list[Ticket]) -> None:
         """Order ``batch`` (in place) and make its staged files durable."""
 
     def land(self, batch: list[Ticket]) -> list[Ticket]:
         """Check and land the batch under the store lock; answer every ticket it
-        decided (`Ticket.answer`); return the tickets that must wait for the next
+        decided (`Ticket.finish`); return the tickets that must wait for the next
         batch, in their order."""
 
     def durable(self, batch: list[Ticket], following: list[Ticket] | None) -> None:
@@ -122,7 +136,7 @@ class Lander(Protocol):
 
     def answer(self, batch: list[Ticket]) -> None:
         """Tell the commit listeners about the changes of ``batch`` that landed
-        (`Ticket.landed`), in their order."""
+        (``Ticket.answer.landed``), in their order."""
 
 
 class Queue:
@@ -137,7 +151,7 @@ class Queue:
         self._gather = crashpoints.gather()
 
     def submit(self, ticket: Ticket) -> None:
-        """Queue ``ticket`` and return once it is answered (its fields say how)."""
+        """Queue ``ticket`` and return once it is answered (``ticket.answer`` says how)."""
         with self._mutex:
             self._queue.append(ticket)
             if self._gather:
@@ -214,8 +228,8 @@ class Queue:
                 following = None
             for ticket in batch:  # a change not made durable is not acknowledged
                 if all(ticket is not w for w in waiting) and (
-                        not ticket.done or ticket.error is None):
-                    ticket.answer(error)
+                        not ticket.done or ticket.answer.error is None):
+                    ticket.finish(error)
             if not isinstance(error, Exception):
                 self._wake_answered(batch)
                 raise

@@ -38,11 +38,11 @@ from typing import Any
 
 import blake3
 
-from memfs.store import backing
 from memfs.store.errors import LastWrite
-from memfs.store.lru import LRU
-from memfs.store.paths import MemPath
-from memfs.store.syscalls import getxattr
+from memfs.store.fs import backing
+from memfs.store.fs.paths import MemPath
+from memfs.store.fs.syscalls import getxattr
+from memfs.store.read.lru import LRU
 
 XATTR = "user.memfs.version"
 _XATTR = XATTR.encode()

@@ -1,7 +1,7 @@
 """Staging: new bytes written on the root's filesystem before they are renamed into a
 store, so a commit is one atomic rename and a crash leaves no partial file. They are
 durable before the rename: fsynced when staged, or (``sync=False``) by whoever lands
-them, for a whole batch at once (memfs/store/landing.py)."""
+them, for a whole batch at once (memfs/store/write/landing.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from memfs.store import backing, crashpoints
+from memfs.store import crashpoints
 from memfs.store.errors import InvalidInput, refused_when_full
-from memfs.store.versions import digest_bytes, stamp
+from memfs.store.fs import backing
+from memfs.store.read.versions import digest_bytes, stamp
 
 
 class Staged:

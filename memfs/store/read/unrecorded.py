@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
-from memfs.store import backing
 from memfs.store.errors import InvalidInput
-from memfs.store.pages import Page, read_page
-from memfs.store.paths import MemPath, nameable
-from memfs.store.store import Store
-from memfs.store.versions import FileInfo, Pinned, version_of
+from memfs.store.fs import backing
+from memfs.store.fs.paths import MemPath, nameable
+from memfs.store.read.pages import Page, read_page
+from memfs.store.read.versions import FileInfo, Pinned, version_of
+from memfs.store.write.store import Store
 
 Pin = Callable[[str, MemPath], Pinned]  # (agent, path) -> the current version, not recorded
 
@@ -32,7 +32,7 @@ class UnrecordedReads:
     def page(self, agent: str, path: MemPath, offset: int, limit: int,
              max_bytes: int) -> tuple[Page, FileInfo]:
         """Lines ``[offset, offset + limit)`` of the current version, at most
-        ``max_bytes`` of them (memfs/store/pages.py), and its info. Raises
+        ``max_bytes`` of them (memfs/store/read/pages.py), and its info. Raises
         PermissionDenied, NotFound, InvalidInput (a folder, a symlink, ...)."""
         pinned = self._pin(agent, path)
         with backing.closing_fd(pinned.fd):

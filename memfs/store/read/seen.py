@@ -30,9 +30,9 @@ from pathlib import Path
 
 import blake3
 
-from memfs.store.backing import STALE_ATTEMPTS
 from memfs.store.errors import refused_when_full
-from memfs.store.paths import MemPath
+from memfs.store.fs.backing import STALE_ATTEMPTS
+from memfs.store.fs.paths import MemPath
 
 XATTR = "user.memfs.seen"
 MARKER_CACHE = 4096  # marker paths remembered (~0.5 KB each; a miss costs one blake3 of a path)

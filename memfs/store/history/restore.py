@@ -29,14 +29,16 @@ import pygit2
 
 from memfs.config import Config
 from memfs.errors import MemfsError
-from memfs.store import backing, crashpoints, statefile
+from memfs.store import crashpoints
 from memfs.store.errors import InvalidInput
-from memfs.store.gitcli import GitRunner
-from memfs.store.history import StoreHistory, named_path
-from memfs.store.mirror import REF, StoreMirror, shown
-from memfs.store.paths import parse_path
-from memfs.store.syscalls import syncfs
-from memfs.store.versions import digest_bytes, stamp
+from memfs.store.fs import backing, statefile
+from memfs.store.fs.paths import parse_path
+from memfs.store.fs.syscalls import syncfs
+from memfs.store.history.gitcli import GitRunner
+from memfs.store.history.mirror import REF, StoreMirror, shown
+from memfs.store.history.repo import named_path
+from memfs.store.history.store_history import StoreHistory
+from memfs.store.read.versions import digest_bytes, stamp
 
 log = logging.getLogger("memfs.mirror")
 

@@ -3,7 +3,7 @@ history; the last step of landing a batch of changes, landing a change of severa
 files, and finishing a landing a crash cut short.
 
 Single-file changes (writes, edits, restores, deletes, appends) land in batches
-(memfs/store/batch.py, memfs/store/landing.py): checked in order under the store lock,
+(memfs/store/write/batch.py, memfs/store/write/landing.py): checked in order under the store lock,
 their commits written as one pack, the batch's *intent* set, the files renamed into
 place or appended to, then `finish_batch` sets the writers' records and moves ``main``
 to the last commit, so commit order is landing order, across daemons too.
@@ -12,7 +12,7 @@ A change of several files (the memory model's operations: `land`) is one step un
 same lock:
 
 1. its history commit is *prepared*: the trees and the commit object are written, but
-   ``main`` does not move yet (memfs/store/history.py), so a history that cannot be
+   ``main`` does not move yet (memfs/store/history/writer.py), so a history that cannot be
    written (a full disk) refuses the change before any of it lands;
 2. the *intent* (writer, paths, new digests, the prepared commit, and where each staged
    file waits) is set, so whoever takes the lock next can finish what a crash
@@ -22,7 +22,7 @@ same lock:
 5. ``main`` moves to the prepared commit; this finishes the intent (it names the head
    it started from).
 
-Intents are kept in ``ROOT/state/intents/STORE`` (memfs/store/intents.py). Whoever takes
+Intents are kept in ``ROOT/state/intents/STORE`` (memfs/store/write/intents.py). Whoever takes
 a store lock and finds an unfinished one (its holder died before ``main`` moved, or
 without history before it was cleared) finishes it before anything else, *forward*:
 for a batch, the longest prefix of its steps that the files hold is taken as landed
@@ -54,25 +54,26 @@ from pathlib import Path
 
 import pygit2
 
-from memfs.store import backing, crashpoints
+from memfs.store import crashpoints
 from memfs.store.errors import InvalidInput, NoSpace
-from memfs.store.generation import Generation
-from memfs.store.history import (
+from memfs.store.fs import backing
+from memfs.store.fs.paths import MemPath, nameable
+from memfs.store.fs.planted import PlantedIndex
+from memfs.store.fs.syscalls import syncfs
+from memfs.store.history.repo import (
     Change,
     HistoryError,
     HistoryFull,
     Planned,
-    StoreHistory,
     current_delegate,
     message_for,
 )
-from memfs.store.intents import IntentFile
-from memfs.store.paths import MemPath, nameable
-from memfs.store.planted import PlantedIndex
-from memfs.store.seen import SeenRecords
-from memfs.store.staging import Staged
-from memfs.store.syscalls import syncfs
-from memfs.store.versions import Version, appending, digest_fd, mark_appending, version_of
+from memfs.store.history.store_history import StoreHistory
+from memfs.store.read.seen import SeenRecords
+from memfs.store.read.versions import Version, appending, digest_fd, mark_appending, version_of
+from memfs.store.write.generation import Generation
+from memfs.store.write.intents import IntentFile
+from memfs.store.write.staging import Staged
 
 log = logging.getLogger("memfs.store")
 
@@ -99,7 +100,7 @@ class Landing:
 
 @dataclass(frozen=True, slots=True)
 class GroupPlan:
-    """The changes of one path in a batch (memfs/store/landing.py), in their order:
+    """The changes of one path in a batch (memfs/store/write/landing.py), in their order:
     the digest it held before (None: no file), the size before the run of appends its
     first step is (None: no run), and each step's digest after it (None: deleted) and
     commit (None: none; a run's: its last append's)."""
@@ -233,7 +234,7 @@ class Store:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _unfinished(self) -> dict[str, object] | None:
-        """The intent of a landing that did not finish, if any (memfs/store/intents.py:
+        """The intent of a landing that did not finish, if any (memfs/store/write/intents.py:
         one that names the head of ``main`` now, or any when the history cannot be
         read). Sets ``self._head``, the head now (valid while the lock is held)."""
         self._head = None
@@ -385,7 +386,7 @@ class Store:
         self._head = prepared  # finished: the intent names the head it started from
         return prepared
 
-    # -- batches (memfs/store/landing.py) ----------------------------------------------
+    # -- batches (memfs/store/write/landing.py) ----------------------------------------------
 
     def prepare_batch(self, planned: list[Planned]) -> list[str | None]:
         """The commits of a batch's accepted changes, in order, on ``main``'s head

@@ -13,7 +13,7 @@ its renames, which start only after the write returned.
 
 (Older versions kept the intent as the xattr ``user.memfs.pending`` of the store's lock
 file, which held 4 KiB at most: a batch's intent is longer. Start-up still finishes one
-found there: memfs/store/store.py.)
+found there: memfs/store/write/store.py.)
 """
 
 from __future__ import annotations
