@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jail.api import Jail
-    from jail.errors import (
+    from memfs.jail.api import Jail
+    from memfs.jail.errors import (
         BadArguments,
         JailBusy,
         JailError,
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
         KernelLacks,
         ToolFailed,
     )
-    from jail.results import SearchResult
-    from jail.settings import JailSettings
+    from memfs.jail.results import SearchResult
+    from memfs.jail.settings import JailSettings
 
 __all__ = [
     "BadArguments",
@@ -39,16 +39,16 @@ __all__ = [
 ]
 
 _WHERE = {
-    "Jail": "jail.api",
-    "SearchResult": "jail.results",
-    "JailSettings": "jail.settings",
-    "BadArguments": "jail.errors",
-    "JailBusy": "jail.errors",
-    "JailError": "jail.errors",
-    "JailLimit": "jail.errors",
-    "JailUnavailable": "jail.errors",
-    "KernelLacks": "jail.errors",
-    "ToolFailed": "jail.errors",
+    "Jail": "memfs.jail.api",
+    "SearchResult": "memfs.jail.results",
+    "JailSettings": "memfs.jail.settings",
+    "BadArguments": "memfs.jail.errors",
+    "JailBusy": "memfs.jail.errors",
+    "JailError": "memfs.jail.errors",
+    "JailLimit": "memfs.jail.errors",
+    "JailUnavailable": "memfs.jail.errors",
+    "KernelLacks": "memfs.jail.errors",
+    "ToolFailed": "memfs.jail.errors",
 }
 
 

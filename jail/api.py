@@ -20,14 +20,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from jail import kernel, rg_args, sed_script, userns
-from jail.errors import BadArguments, JailError, JailUnavailable, KernelLacks
-from jail.pump import pump, verdict
-from jail.results import Run, SearchResult, search_matches, search_result, sed_output
-from jail.settings import JailSettings
-from jail.slots import FairSlots
-from jail.spawn import base_tools, spawn_launcher
-from jail.wire import MAX_FDS, Tool
+from memfs.jail import kernel, rg_args, sed_script, userns
+from memfs.jail.errors import BadArguments, JailError, JailUnavailable, KernelLacks
+from memfs.jail.pump import pump, verdict
+from memfs.jail.results import Run, SearchResult, search_matches, search_result, sed_output
+from memfs.jail.settings import JailSettings
+from memfs.jail.slots import FairSlots
+from memfs.jail.spawn import base_tools, spawn_launcher
+from memfs.jail.wire import MAX_FDS, Tool
 
 __all__ = ["Jail", "SearchResult"]
 

@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from jail.errors import JailUnavailable
+from memfs.jail.errors import JailUnavailable
 
 SED_IN_ROOT = "/bin/sed"
 LOCALE_IN_ROOT = "/usr/lib/locale/C.utf8"

@@ -215,7 +215,7 @@ def _relay(pid: int) -> None:
     _libc.syscall(_SYS_CLOSE_RANGE, 0, ctypes.c_uint(0xFFFFFFFF), 0)
     code = 1
     try:
-        from jail import privileges  # here: jail.privileges needs nothing of this module
+        from memfs.jail import privileges  # here: jail.privileges needs nothing of this module
 
         privileges.drop(range(0))
         _pid, status = os.waitpid(pid, 0)

@@ -16,7 +16,7 @@ import os
 import stat
 from collections.abc import Iterable
 
-from jail import kernel
+from memfs.jail import kernel
 
 SYS_CREATE_RULESET = 444
 SYS_ADD_RULE = 445

@@ -40,11 +40,11 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from jail import kernel, privileges, userns
-from jail.launcher_loop import Launcher
-from jail.policy import Opened, prepare
-from jail.spare_child import Ready
-from jail.wire import MAX_FDS, MAX_MESSAGE, Tool
+from memfs.jail import kernel, privileges, userns
+from memfs.jail.launcher_loop import Launcher
+from memfs.jail.policy import Opened, prepare
+from memfs.jail.spare_child import Ready
+from memfs.jail.wire import MAX_FDS, MAX_MESSAGE, Tool
 
 WORK_DIR_PREFIX = "memfs-jail-"
 _WORK_DIR_NAME = re.compile(r"memfs-jail-([0-9]+)-[A-Za-z0-9_]+")

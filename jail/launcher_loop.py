@@ -15,9 +15,9 @@ import socket
 import time
 from dataclasses import dataclass
 
-from jail.spare_child import Ready
-from jail.spares import Spare, Spares, read_all
-from jail.wire import MAX_FDS, MAX_MESSAGE
+from memfs.jail.spare_child import Ready
+from memfs.jail.spares import Spare, Spares, read_all
+from memfs.jail.wire import MAX_FDS, MAX_MESSAGE
 
 
 @dataclass

@@ -27,7 +27,7 @@ import contextlib
 import ctypes
 import os
 
-from jail import userns
+from memfs.jail import userns
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jail import kernel, landlock, mounts, privileges, seccomp, userns
+from memfs.jail import kernel, landlock, mounts, privileges, seccomp, userns
 
 
 def _require(ok: bool, message: str) -> None:

@@ -23,10 +23,10 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from jail.errors import JailError
+from memfs.jail.errors import JailError
 
 if TYPE_CHECKING:
-    from jail.settings import JailSettings
+    from memfs.jail.settings import JailSettings
 
 GRACE_SECONDS = 5.0  # how long past the timeout we wait for the launcher's verdict
 GATHER_SECONDS = 0.002  # longest pause for output to gather after a short read

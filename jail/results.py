@@ -7,9 +7,9 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from jail import rg_json
-from jail.errors import BadArguments, JailError, JailLimit, ToolFailed
-from jail.wire import EXEC_FAILED
+from memfs.jail import rg_json
+from memfs.jail.errors import BadArguments, JailError, JailLimit, ToolFailed
+from memfs.jail.wire import EXEC_FAILED
 
 _SANDBOX_REFUSAL = "commands disabled in sandbox mode"
 

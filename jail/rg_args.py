@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from jail.errors import BadArguments
+from memfs.jail.errors import BadArguments
 
 MOUNT_PREFIX = "/memory/"
 MAX_ARGS_BYTES = 64 * 1024

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jail.errors import BadArguments
+from memfs.jail.errors import BadArguments
 
 MAX_SCRIPT_BYTES = 100 * 1024
 

@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterator
 
-from jail.errors import JailBusy
+from memfs.jail.errors import JailBusy
 
 
 class _Waiter:

@@ -20,8 +20,8 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from jail import mounts, privileges
-from jail.policy import (
+from memfs.jail import mounts, privileges
+from memfs.jail.policy import (
     Policy,
     Prepared,
     apply,
@@ -30,8 +30,8 @@ from jail.policy import (
     set_limits,
     start_ruleset,
 )
-from jail.seccomp import load as load_seccomp
-from jail.wire import EXEC_FAILED, MAX_FDS, MAX_MESSAGE, Tool
+from memfs.jail.seccomp import load as load_seccomp
+from memfs.jail.wire import EXEC_FAILED, MAX_FDS, MAX_MESSAGE, Tool
 
 _SYS_CLOSE_RANGE = 436  # the same on every architecture
 _CLOSE_RANGE_CLOEXEC = 1 << 2

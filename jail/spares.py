@@ -16,7 +16,7 @@ import signal
 import socket
 from dataclasses import dataclass
 
-from jail.spare_child import Ready, spare_main
+from memfs.jail.spare_child import Ready, spare_main
 
 
 @dataclass

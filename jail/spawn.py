@@ -15,14 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jail import binaries, kernel, seccomp, userns
-from jail.errors import JailUnavailable
-from jail.policy import Limits, Policy, open_paths
-from jail.settings import JailSettings
-from jail.wire import Tool
+from memfs.jail import binaries, kernel, seccomp, userns
+from memfs.jail.errors import JailUnavailable
+from memfs.jail.policy import Limits, Policy, open_paths
+from memfs.jail.settings import JailSettings
+from memfs.jail.wire import Tool
 
 _ENV = {"PATH": "/nonexistent", "LC_ALL": "C.UTF-8"}
-_LAUNCHER_MAIN = "from jail.launcher import main; main()"
+_LAUNCHER_MAIN = "from memfs.jail.launcher import main; main()"
 
 
 def spawn_launcher(

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jail.policy import Policy
+from memfs.jail.policy import Policy
 
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 250

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pygit2
 from benchlib import commands_side_by_side, median_ms, timed
 
-from control.client import Client
+from memfs.control.client import Client
 from memfs.store.history import gitobjects
 from memfs.store.history.repo import Change
 from memfs.store.history.store_history import StoreHistory

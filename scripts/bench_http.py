@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 from benchlib import MachineLoad, ProcessCpu, timings
 
-from control.client import Client
+from memfs.control.client import Client
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
 
 PAYLOAD = os.urandom(512).hex().encode()  # 1 KiB
@@ -282,9 +282,9 @@ def bench_app_cost(rounds: int = 30, calls: int = 100) -> None:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from control.http.app import build_app
-    from control.http.metrics import MeasuredDispatcher, Metrics
     from memfs.config import parse_config
+    from memfs.control.http.app import build_app
+    from memfs.control.http.metrics import MeasuredDispatcher, Metrics
     from memfs.store.engine import Engine
     from memfs.store.fs.paths import parse_path
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchlib import MachineLoad, ProcessCpu, in_turn, median_ms, wait_idle
 
-from control.client import Client
+from memfs.control.client import Client
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
 
 FILES = 2000
@@ -143,7 +143,7 @@ def bench_edit(client: Client, n: int) -> None:
 def bench_start_cost(n: int) -> None:
     """In this process: a Jail like the daemon's, jailed `sed -n p` on empty input vs
     the same sed run unjailed by a plain fork + exec from this process."""
-    from jail import Jail, JailSettings
+    from memfs.jail import Jail, JailSettings
 
     root = public_tmpdir("memfs-bench-sed-")
     try:

@@ -57,7 +57,7 @@ sys.path.insert(0, str(REPO))
 from bench_mount import BIG, FILES, PATTERN, child, plant  # noqa: E402
 from benchlib import ProcessCpu, in_turn_measured  # noqa: E402
 
-from control.client import Client  # noqa: E402
+from memfs.control.client import Client  # noqa: E402
 from tests.support import (  # noqa: E402
     Daemon,
     LoopUnavailable,

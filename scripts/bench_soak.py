@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from control.client import Client
+from memfs.control.client import Client
 from tests.support import PYTHON, UID_A, Daemon, connect_as, public_tmpdir, standard_config
 
 WRITERS, HTTP_READERS = 4, 2

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchlib import MachineLoad, ProcessCpu, ThreadCpu, in_turn_split, percentile_ms
 
-from control.client import Client
+from memfs.control.client import Client
 from tests.support import (
     UID_A,
     Daemon,

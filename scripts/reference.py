@@ -65,7 +65,7 @@ def errors_table() -> str:
 
 def mcp_table() -> str:
     """Every MCP tool, in the registry's order, as ``tools/list`` describes it."""
-    from control.mcp.tools import specs
+    from memfs.control.mcp.tools import specs
 
     lines = [row(["tool", "title", "op", "annotations", "arguments", "description"]),
              "|---|---|---|---|---|---|"]

@@ -21,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from control.client import BusyError, Client, ConflictError, MemfsClientError
+from memfs.control.client import BusyError, Client, ConflictError, MemfsClientError
 from tests.support import Daemon, connect_as, public_tmpdir
 
 FIRST_UID = 2400

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from control.client import Client, PermissionDeniedError
+from memfs.control.client import Client, PermissionDeniedError
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable

@@ -13,19 +13,21 @@ import re
 
 import pytest
 
-import jail.errors
+import memfs.jail.errors
 import memfs.memory.errors
 import memfs.store.errors
 import memfs.store.history.mirror
 import memfs.store.history.repo
 import memfs.store.history.restore
-from control import protocol as p
-from control.client import client as c
-from control.http.openapi import document
-from control.http.problems import STATUS, TITLES, problem
-from control.mcp.storage import Connection, StorageTools, ToolOutcome
-from control.ops.dispatcher import describe
-from jail.errors import (
+from memfs import cli
+from memfs.control import protocol as p
+from memfs.control.client import client as c
+from memfs.control.http.openapi import document
+from memfs.control.http.problems import STATUS, TITLES, problem
+from memfs.control.mcp.storage import Connection, StorageTools, ToolOutcome
+from memfs.control.ops.dispatcher import describe
+from memfs.errors import ERRORS, EXIT_ERROR, MemfsError, Unavailable
+from memfs.jail.errors import (
     BadArguments,
     JailBusy,
     JailError,
@@ -34,8 +36,6 @@ from jail.errors import (
     KernelLacks,
     ToolFailed,
 )
-from memfs import cli
-from memfs.errors import ERRORS, EXIT_ERROR, MemfsError, Unavailable
 from memfs.memory.errors import AlreadyExists, Closed, LeaseHeld, LeaseLost
 from memfs.store.errors import (
     AgentRequired,
@@ -181,7 +181,7 @@ def test_every_exception_raised_on_purpose_is_sampled_above() -> None:
     defined = {
         value for module in (memfs.store.errors, memfs.memory.errors, memfs.store.history.repo,
                              memfs.store.history.mirror, memfs.store.history.restore,
-                             jail.errors)
+                             memfs.jail.errors)
         for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, BaseException)
         and value.__module__ == module.__name__

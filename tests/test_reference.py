@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from control.mcp.tools import specs
+from memfs.control.mcp.tools import specs
 from memfs.errors import ERRORS
 from tests.support import REPO
 

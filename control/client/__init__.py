@@ -5,7 +5,7 @@ with it); `control.client.inproc` carries requests to a dispatcher in the same p
 `control.client.jsonlite` is its JSON, `control.client.localfiles` the local side of
 download and upload."""
 
-from control.client.client import (
+from memfs.control.client.client import (
     ABSENT,
     DEFAULT_SOCKET,
     BusyError,

@@ -12,7 +12,7 @@ import _thread
 import binascii
 import itertools
 
-from control.client import jsonlite as jsonlite
+from memfs.control.client import jsonlite as jsonlite
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs startup time
 if TYPE_CHECKING:

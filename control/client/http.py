@@ -28,7 +28,7 @@ import time
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, urlencode, urlsplit
 
-from control.client.client import (
+from memfs.control.client.client import (
     ABSENT,
     ConflictError,
     ConnectionFailed,
@@ -551,8 +551,8 @@ def http_client(url: str, token_file: str | None, *, cafile: str | None = None) 
     """A `Client` over HTTP to ``url`` with the token of ``token_file``
     (control/client/tokenfile.py); raises InvalidError when no token file is given or
     it cannot be used."""
-    from control.client.client import Client
-    from control.client.tokenfile import TOKEN_FILE_ENV, TokenFileError, read_token_file
+    from memfs.control.client.client import Client
+    from memfs.control.client.tokenfile import TOKEN_FILE_ENV, TokenFileError, read_token_file
 
     if not token_file:
         raise InvalidError(f"a URL needs a token: --token-file FILE or {TOKEN_FILE_ENV} "

@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from control.client.client import Client, PermissionDeniedError, error_for
-from control.ops.dispatcher import Dispatcher, describe
-from control.ops.registry import RESERVED_FIELDS, agent_ops
+from memfs.control.client.client import Client, PermissionDeniedError, error_for
+from memfs.control.ops.dispatcher import Dispatcher, describe
+from memfs.control.ops.registry import RESERVED_FIELDS, agent_ops
 
 log = logging.getLogger("memfs.control")
 

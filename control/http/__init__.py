@@ -9,20 +9,20 @@ hands it to the same dispatcher."""
 
 from __future__ import annotations
 
-from control import lazy
+from memfs.control import lazy
 
 # each public name and the module defining it, imported on first use: they pull in
 # heavy libraries that a process using one sibling module alone should not pay for
 _WHERE = {
-    "BoundHttp": "control.http.app",
-    "bind_http": "control.http.app",
-    "build_app": "control.http.app",
-    "serve_http": "control.http.app",
-    "HttpLimits": "control.http.server",
-    "HttpServer": "control.http.server",
-    "MeasuredControlServer": "control.http.metrics",
-    "MeasuredDispatcher": "control.http.metrics",
-    "Metrics": "control.http.metrics",
+    "BoundHttp": "memfs.control.http.app",
+    "bind_http": "memfs.control.http.app",
+    "build_app": "memfs.control.http.app",
+    "serve_http": "memfs.control.http.app",
+    "HttpLimits": "memfs.control.http.server",
+    "HttpServer": "memfs.control.http.server",
+    "MeasuredControlServer": "memfs.control.http.metrics",
+    "MeasuredDispatcher": "memfs.control.http.metrics",
+    "Metrics": "memfs.control.http.metrics",
 }
 __all__ = sorted(_WHERE)
 

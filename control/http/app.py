@@ -31,20 +31,20 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from control.http import files, mounts, op_routes
-from control.http.auth import BearerAuth
-from control.http.mcp import McpEndpoint
-from control.http.metrics import CONTENT_TYPE, Metrics
-from control.http.openapi import document
-from control.http.origins import OriginCheck
-from control.http.problems import problem
-from control.http.server import HttpLimits, HttpServer
-from control.http.web.app import Hardened
-from control.http.web.app import build as build_web
-from control.http.web.live import CommitFeed
-from control.ops.dispatcher import Dispatcher
-from control.socket.server import max_line_bytes
 from memfs.config import HttpConfig
+from memfs.control.http import files, mounts, op_routes
+from memfs.control.http.auth import BearerAuth
+from memfs.control.http.mcp import McpEndpoint
+from memfs.control.http.metrics import CONTENT_TYPE, Metrics
+from memfs.control.http.openapi import document
+from memfs.control.http.origins import OriginCheck
+from memfs.control.http.problems import problem
+from memfs.control.http.server import HttpLimits, HttpServer
+from memfs.control.http.web.app import Hardened
+from memfs.control.http.web.app import build as build_web
+from memfs.control.http.web.live import CommitFeed
+from memfs.control.ops.dispatcher import Dispatcher
+from memfs.control.socket.server import max_line_bytes
 
 log = logging.getLogger("memfs.http")
 PUBLIC = frozenset({"/healthz", "/v1/openapi.json"})

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from control.http.problems import problem
+from memfs.control.http.problems import problem
 from memfs.tokens import Tokens
 
 REALM = 'Bearer realm="memfs"'

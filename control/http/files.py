@@ -45,12 +45,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from control import protocol as p
-from control.http import preconditions
-from control.http.problems import Problem, flag, guarded, json_object, query, read_body
-from control.http.recall import recall, wants_recall
-from control.ops.dispatcher import Dispatcher
-from control.socket.server import max_line_bytes
+from memfs.control import protocol as p
+from memfs.control.http import preconditions
+from memfs.control.http.problems import Problem, flag, guarded, json_object, query, read_body
+from memfs.control.http.recall import recall, wants_recall
+from memfs.control.ops.dispatcher import Dispatcher
+from memfs.control.socket.server import max_line_bytes
 from memfs.store.fs import backing
 from memfs.store.fs.globs import MAX_GLOB_CHARS
 from memfs.store.fs.paths import MemPath, glob_pattern, parse_path

@@ -31,15 +31,15 @@ import trio
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
-from control.client.inproc import in_process_client
-from control.mcp.memory import AgentTools
-from control.mcp.storage import Connection
-from control.ops.dispatcher import Dispatcher
+from memfs.control.client.inproc import in_process_client
+from memfs.control.mcp.memory import AgentTools
+from memfs.control.mcp.storage import Connection
+from memfs.control.ops.dispatcher import Dispatcher
 
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-    from control.http.metrics import Metrics
+    from memfs.control.http.metrics import Metrics
 
 log = logging.getLogger("memfs.http")
 
@@ -135,7 +135,7 @@ class McpEndpoint:
     def _build(self, agent: str) -> StreamableHTTPSessionManager:
         from mcp.server.transport_security import TransportSecuritySettings
 
-        from control.mcp.server import build_server, instructions_for
+        from memfs.control.mcp.server import build_server, instructions_for
 
         instructions = instructions_for(self.tools_for(agent))
         server = build_server(cast(AgentTools, SessionTools()), instructions,
@@ -190,7 +190,7 @@ class McpEndpoint:
 def _import_sdk() -> None:
     import mcp.server.streamable_http_manager  # noqa: F401
 
-    import control.mcp.server  # noqa: F401
+    import memfs.control.mcp.server  # noqa: F401
 
 
 async def _run_manager(manager: StreamableHTTPSessionManager, *,

@@ -39,9 +39,9 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from control.ops.dispatcher import Dispatcher, describe
-from control.protocol.base import BaseRequest
-from control.socket.server import ControlServer
+from memfs.control.ops.dispatcher import Dispatcher, describe
+from memfs.control.protocol.base import BaseRequest
+from memfs.control.socket.server import ControlServer
 from memfs.fuse import stats as fuse_stats
 from memfs.store.engine import Precondition
 from memfs.store.history.mirror import STATES, Mirrors, shown

@@ -30,9 +30,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from control.http.files import Api, agent_of
-from control.http.problems import Problem, guarded, query
-from control.http.web import live
+from memfs.control.http.files import Api, agent_of
+from memfs.control.http.problems import Problem, guarded, query
+from memfs.control.http.web import live
 from memfs.fuse.nodes import _showable, kind_of
 from memfs.store.errors import InvalidInput, NotFound
 from memfs.store.fs import backing

@@ -21,12 +21,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from control import protocol as p
-from control.http.files import Api, agent_of
-from control.http.problems import Problem, guarded, json_object, query
-from control.ops import registry
-from control.ops.memory import MemoryRequest
-from control.ops.registry import RESERVED_FIELDS, Adjust
+from memfs.control import protocol as p
+from memfs.control.http.files import Api, agent_of
+from memfs.control.http.problems import Problem, guarded, json_object, query
+from memfs.control.ops import registry
+from memfs.control.ops.memory import MemoryRequest
+from memfs.control.ops.registry import RESERVED_FIELDS, Adjust
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,15 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from control.http import preconditions
-from control.http.files import GLOB_CHARS
-from control.http.op_routes import Operation, operations
-from control.http.problems import STATUS
-from control.http.recall import openapi_parameters as recall_parameters
-from control.ops import registry
-from control.ops.storage import SED_PATTERN
-from control.protocol.base import MAX_ARG_LEN, MAX_ARGS, StoreName
-from jail import rg_args, rg_json
+from memfs.control.http import preconditions
+from memfs.control.http.files import GLOB_CHARS
+from memfs.control.http.op_routes import Operation, operations
+from memfs.control.http.problems import STATUS
+from memfs.control.http.recall import openapi_parameters as recall_parameters
+from memfs.control.ops import registry
+from memfs.control.ops.storage import SED_PATTERN
+from memfs.control.protocol.base import MAX_ARG_LEN, MAX_ARGS, StoreName
+from memfs.jail import rg_args, rg_json
 from memfs.store.fs.paths import (
     REL_PATH_CHARS,
     glob_pattern,

@@ -29,9 +29,9 @@ from collections.abc import Collection
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from control.http.problems import problem
-from control.ratelimit import RateLimitedLog
 from memfs.config import DEFAULT_PORTS, HttpConfig, is_loopback, parse_origin
+from memfs.control.http.problems import problem
+from memfs.control.ratelimit import RateLimitedLog
 
 log = logging.getLogger("memfs.http")
 

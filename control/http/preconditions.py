@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from control.protocol.wire import ProtocolError
+from memfs.control.protocol.wire import ProtocolError
 
 _OWS = r"[ \t]*"
 _OPAQUE = r'"[\x21\x23-\x7e\x80-\xff]*"'  # etagc: no DQUOTE, no space, no control

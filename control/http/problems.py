@@ -20,8 +20,8 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from control import protocol as p
-from control.ops.dispatcher import describe
+from memfs.control import protocol as p
+from memfs.control.ops.dispatcher import describe
 from memfs.errors import ERRORS
 from memfs.store.errors import ConditionFailed, TooLarge
 

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from control.http.problems import query
+from memfs.control.http.problems import query
 
 PARAMETERS = {"q": "query", "store": "store", "limit": "limit", "page": "page"}
 
@@ -37,7 +37,7 @@ async def recall(api: Executes, request: Request) -> Response:
 
 def openapi_parameters() -> list[dict[str, Any]]:
     """The query parameters of recall, for the OpenAPI document's /v1/search."""
-    from control.ops import registry
+    from memfs.control.ops import registry
 
     properties = registry.op("recall").request.model_json_schema()["properties"]
     return [{"name": name, "in": "query", "required": False,

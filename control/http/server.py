@@ -45,10 +45,10 @@ from urllib.parse import unquote, unquote_to_bytes
 import trio
 from starlette.types import ASGIApp, Message, Scope
 
-from control.http import h1
-from control.http.problems import problem
-from control.ratelimit import RateLimitedLog
-from control.socket.server import accept, send_and_close
+from memfs.control.http import h1
+from memfs.control.http.problems import problem
+from memfs.control.ratelimit import RateLimitedLog
+from memfs.control.socket.server import accept, send_and_close
 
 log = logging.getLogger("memfs.http")
 

@@ -6,18 +6,18 @@ stdin and stdout, `identity` tells which agent a stdio server acts as."""
 
 from __future__ import annotations
 
-from control import lazy
+from memfs.control import lazy
 
 # each public name and the module defining it, imported on first use: they pull in
 # heavy libraries that a process using one sibling module alone should not pay for
 _WHERE = {
-    "Connection": "control.mcp.storage",
-    "StorageTools": "control.mcp.storage",
-    "ToolOutcome": "control.mcp.storage",
-    "HistoryTools": "control.mcp.history",
-    "AgentTools": "control.mcp.memory",
-    "build_server": "control.mcp.server",
-    "main_mcp": "control.mcp.server",
+    "Connection": "memfs.control.mcp.storage",
+    "StorageTools": "memfs.control.mcp.storage",
+    "ToolOutcome": "memfs.control.mcp.storage",
+    "HistoryTools": "memfs.control.mcp.history",
+    "AgentTools": "memfs.control.mcp.memory",
+    "build_server": "memfs.control.mcp.server",
+    "main_mcp": "memfs.control.mcp.server",
 }
 __all__ = sorted(_WHERE)
 

@@ -15,9 +15,9 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from control.client import Client, ConnectionFailed
-from control.mcp.storage import Connection
 from memfs import places
+from memfs.control.client import Client, ConnectionFailed
+from memfs.control.mcp.storage import Connection
 
 
 def daemon_socket(given: str | None = None) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from control.mcp.storage import (
+from memfs.control.mcp.storage import (
     MAX_OUTPUT_CHARS,
     StorageTools,
     ToolOutcome,

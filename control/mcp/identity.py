@@ -19,9 +19,9 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from control.client import ConnectionFailed, MemfsClientError
-from control.mcp.memory import AgentTools
-from control.mcp.storage import StorageTools
+from memfs.control.client import ConnectionFailed, MemfsClientError
+from memfs.control.mcp.memory import AgentTools
+from memfs.control.mcp.storage import StorageTools
 
 log = logging.getLogger("memfs.mcp")
 

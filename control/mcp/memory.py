@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from control.mcp.history import HistoryTools
-from control.mcp.storage import MAX_OUTPUT_CHARS, ToolOutcome, cut_text
+from memfs.control.mcp.history import HistoryTools
+from memfs.control.mcp.storage import MAX_OUTPUT_CHARS, ToolOutcome, cut_text
 from memfs.errors import ERRORS
 from memfs.memory.records import literal
 

@@ -29,9 +29,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from control.client import MemfsClientError
-from control.mcp.memory import AgentTools
-from control.mcp.storage import Connection
+from memfs.control.client import MemfsClientError
+from memfs.control.mcp.memory import AgentTools
+from memfs.control.mcp.storage import Connection
 from memfs.errors import ERRORS
 
 if TYPE_CHECKING:

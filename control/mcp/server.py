@@ -24,14 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import memfs
-from control.client import ConnectionFailed, default_socket
-from control.mcp import resources
-from control.mcp.daemon import DaemonChecked
-from control.mcp.identity import ClientNamed, IdentityRefused, whoami
-from control.mcp.memory import MEMORY_INSTRUCTIONS, AgentTools
-from control.mcp.stdio import executor_runner, run_stdio
-from control.mcp.storage import INSTRUCTIONS, Connection, StorageTools
-from control.mcp.tools import install
+from memfs.control.client import ConnectionFailed, default_socket
+from memfs.control.mcp import resources
+from memfs.control.mcp.daemon import DaemonChecked
+from memfs.control.mcp.identity import ClientNamed, IdentityRefused, whoami
+from memfs.control.mcp.memory import MEMORY_INSTRUCTIONS, AgentTools
+from memfs.control.mcp.stdio import executor_runner, run_stdio
+from memfs.control.mcp.storage import INSTRUCTIONS, Connection, StorageTools
+from memfs.control.mcp.tools import install
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from control.client import (
+from memfs.control.client import (
     Client,
     ConflictError,
     ConnectionFailed,
@@ -33,19 +33,19 @@ from control.client import (
 )
 
 if TYPE_CHECKING:
-    from control.client.client import Committed
+    from memfs.control.client.client import Committed
 
-from control.client.localfiles import (
+from memfs.control.client.localfiles import (
     LocalFileError,
     confine,
     destination,
     read_local,
     save_atomically,
 )
-from jail import rg_args, rg_json
-from jail.errors import BadArguments
-from jail.rg_json import Match
 from memfs.errors import ERRORS
+from memfs.jail import rg_args, rg_json
+from memfs.jail.errors import BadArguments
+from memfs.jail.rg_json import Match
 from memfs.memory.records import escaped, literal
 
 T = TypeVar("T")

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
-from control.mcp.memory import AgentTools
-from control.mcp.storage import ToolOutcome
-from control.mcp.types import result_of
-from control.ops import registry
-from control.protocol.wire import problems
+from memfs.control.mcp.memory import AgentTools
+from memfs.control.mcp.storage import ToolOutcome
+from memfs.control.mcp.types import result_of
+from memfs.control.ops import registry
+from memfs.control.protocol.wire import problems
 from memfs.errors import ERRORS
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from control.mcp.storage import ToolOutcome
+from memfs.control.mcp.storage import ToolOutcome
 
 if TYPE_CHECKING:
     from mcp_types import CallToolResult

@@ -8,15 +8,15 @@ exceptions become protocol error codes."""
 
 from __future__ import annotations
 
-from control import lazy
+from memfs.control import lazy
 
 # each public name and the module defining it, imported on first use: the dispatcher
 # pulls in the engine, the jail and the memory model, which a process that only reads
 # the declarations (`memfs mcp`) should not pay for
 _WHERE = {
-    **dict.fromkeys(("Dispatcher", "describe"), "control.ops.dispatcher"),
+    **dict.fromkeys(("Dispatcher", "describe"), "memfs.control.ops.dispatcher"),
     **dict.fromkeys(("Call", "Op", "Rest", "Tool", "agent_ops", "build_request",
-                     "decode_request", "op", "operation", "ops"), "control.ops.registry"),
+                     "decode_request", "op", "operation", "ops"), "memfs.control.ops.registry"),
 }
 __all__ = sorted(_WHERE)
 

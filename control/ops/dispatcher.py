@@ -14,14 +14,14 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from control import protocol as p
-from control.ops import registry
-from control.ops.registry import Call, Parts
-from control.protocol.base import BaseRequest
-from control.ratelimit import RateLimitedLog
-from jail import Jail
-from jail.errors import JailError
+from memfs.control import protocol as p
+from memfs.control.ops import registry
+from memfs.control.ops.registry import Call, Parts
+from memfs.control.protocol.base import BaseRequest
+from memfs.control.ratelimit import RateLimitedLog
 from memfs.errors import MemfsError
+from memfs.jail import Jail
+from memfs.jail.errors import JailError
 from memfs.memory.errors import LeaseHeld, LeaseLost
 from memfs.memory.model import Memory
 from memfs.store.engine import Engine, Precondition

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from control.ops.registry import ARGUMENTS_CONFIG, Call, Rest, Tool, operation
-from control.ops.storage import (
+from memfs.control.ops.registry import ARGUMENTS_CONFIG, Call, Rest, Tool, operation
+from memfs.control.ops.storage import (
     FORCE_DESCRIPTION,
     PATH_DESCRIPTION,
     committed_fields,
     content_fields,
 )
-from control.protocol.base import (
+from memfs.control.protocol.base import (
     EXPECT_PATTERN,
     MAX_ARG_LEN,
     Arg,

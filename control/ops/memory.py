@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from control.ops.history import STORE
-from control.ops.registry import Call, Rest, Tool, operation
-from control.protocol.base import (
+from memfs.control.ops.history import STORE
+from memfs.control.ops.registry import Call, Rest, Tool, operation
+from memfs.control.protocol.base import (
     BaseRequest,
     Line,
     OptionalText,

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from control.ops.registry import Call, Rest, operation
-from control.protocol.base import BaseRequest
+from memfs.control.ops.registry import Call, Rest, operation
+from memfs.control.protocol.base import BaseRequest
 from memfs.store.errors import NotFound
 
 

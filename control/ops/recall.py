@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from control.ops.registry import Call, Rest, Tool, operation
-from control.protocol.base import BaseRequest, StoreName, matching
+from memfs.control.ops.registry import Call, Rest, Tool, operation
+from memfs.control.protocol.base import BaseRequest, StoreName, matching
 from memfs.memory.records import escaped, literal
 from memfs.recall.text import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from memfs.store.errors import NotFound

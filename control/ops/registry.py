@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from control.protocol.base import BaseRequest
-from control.protocol.wire import Codec, ProtocolError, op_of, problems
+from memfs.control.protocol.base import BaseRequest
+from memfs.control.protocol.wire import Codec, ProtocolError, op_of, problems
 from memfs.errors import Unavailable
 from memfs.recall.errors import RecallOff
 from memfs.store.fs.paths import MemPath, parse_path
 
 if TYPE_CHECKING:
-    from jail import Jail
+    from memfs.jail import Jail
     from memfs.memory.model import Memory
     from memfs.recall import Recall
     from memfs.store.engine import Engine, Precondition
@@ -45,9 +45,9 @@ if TYPE_CHECKING:
 # the owner) acting for no agent in particular, checked before the handler runs.
 Access = Literal["read", "write", "operator"]
 # The modules that declare ops, imported once by `ops`.
-DECLARATIONS = ("control.ops.storage", "control.ops.history", "control.ops.memory",
-                "control.ops.recall", "control.ops.tokens", "control.ops.mirrors",
-                "control.ops.summary")
+DECLARATIONS = ("memfs.control.ops.storage", "memfs.control.ops.history", "memfs.control.ops.memory",
+                "memfs.control.ops.recall", "memfs.control.ops.tokens", "memfs.control.ops.mirrors",
+                "memfs.control.ops.summary")
 # fields a transport fills in itself, never taken from a caller
 RESERVED_FIELDS = frozenset({"op", "id", "as_agent"})
 

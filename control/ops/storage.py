@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Required
 from pydantic import BaseModel, Field, field_validator, model_validator
 from typing_extensions import TypedDict  # pydantic reads it (see jail/rg_json.py)
 
-from control.ops.registry import ARGUMENTS_CONFIG, Call, Rest, Tool, operation
-from control.protocol.base import (
+from memfs.control.ops.registry import ARGUMENTS_CONFIG, Call, Rest, Tool, operation
+from memfs.control.protocol.base import (
     EXPECT_PATTERN,
     MAX_ARG_LEN,
     MAX_ARGS,
@@ -26,8 +26,8 @@ from control.protocol.base import (
     matching,
     wire_encoding,
 )
-from control.protocol.wire import ProtocolError
-from jail.rg_json import Match
+from memfs.control.protocol.wire import ProtocolError
+from memfs.jail.rg_json import Match
 from memfs.store.errors import InvalidInput
 from memfs.store.fs.paths import MemPath
 

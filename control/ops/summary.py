@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from typing_extensions import TypedDict  # pydantic reads it (see jail/rg_json.py)
 
-from control.ops.history import STORE
-from control.ops.memory import MemoryRequest
-from control.ops.registry import Call, Rest, Tool, operation
+from memfs.control.ops.history import STORE
+from memfs.control.ops.memory import MemoryRequest
+from memfs.control.ops.registry import Call, Rest, Tool, operation
 from memfs.memory import decisions, sessions, tasks
 from memfs.memory.records import literal
 

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from control.ops.registry import Call, operation
-from control.protocol.base import BaseRequest
+from memfs.control.ops.registry import Call, operation
+from memfs.control.protocol.base import BaseRequest
 from memfs.memory.errors import LeaseLost
 from memfs.store.access.agents import AgentRegistry
 from memfs.store.errors import InvalidInput, NotFound

@@ -5,7 +5,7 @@ the line codec (a `Codec` decodes into the models of the ops it is given, the re
 encoders, `ProtocolError`). The ops themselves, each with its request model, are
 declared in control/ops/."""
 
-from control.protocol.wire import (
+from memfs.control.protocol.wire import (
     ERROR_CODES,
     MAX_INT_DIGITS,
     MAX_NESTING,

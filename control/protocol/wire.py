@@ -31,7 +31,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from control.protocol.base import MAX_ID_CHARS, WIRE, BaseRequest
+from memfs.control.protocol.base import MAX_ID_CHARS, WIRE, BaseRequest
 from memfs.errors import ERRORS
 
 # The codes an error reply may carry: the daemon's rows of memfs/errors.py, which says

@@ -2,7 +2,7 @@
 client by the kernel (SO_PEERCRED), reads one request per line within its limits and
 answers through the dispatcher."""
 
-from control.socket.server import (
+from memfs.control.socket.server import (
     ConnectionTable,
     ControlServer,
     ServerLimits,

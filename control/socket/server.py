@@ -39,10 +39,10 @@ from pathlib import Path
 
 import trio
 
-from control import protocol as p
-from control.ops.dispatcher import Dispatcher
-from control.ops.registry import decode_request
-from control.ratelimit import RateLimitedLog
+from memfs.control import protocol as p
+from memfs.control.ops.dispatcher import Dispatcher
+from memfs.control.ops.registry import decode_request
+from memfs.control.ratelimit import RateLimitedLog
 
 log = logging.getLogger("memfs.control")
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import sys
 
-from control.client import Client, MemfsClientError
-from control.client import jsonlite as jsonlite
+from memfs.control.client import Client, MemfsClientError
+from memfs.control.client import jsonlite as jsonlite
 from memfs.errors import ERRORS, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
 # Not typing.TYPE_CHECKING, and argparse only when needed: each import costs start-up.
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from control.client.client import Committed, FileVersion
+    from memfs.control.client.client import Committed, FileVersion
 
 # each error code's exit code: its row of memfs/errors.py
 EXIT_BY_CODE = {code: kind.exit_code for code, kind in ERRORS.items()
@@ -129,7 +129,7 @@ def cmd_rm(client: Client, args: argparse.Namespace) -> int:
 def cmd_download(client: Client, args: argparse.Namespace) -> int:
     """Copy PATH byte for byte to DEST (a file, or a directory to put it in), atomically
     (temp file + fsync + rename); the read records the version for a later upload."""
-    from control.client.localfiles import LocalFileError, destination, save_atomically
+    from memfs.control.client.localfiles import LocalFileError, destination, save_atomically
 
     try:
         dest = destination(args.dest, args.path)
@@ -149,7 +149,7 @@ def cmd_download(client: Client, args: argparse.Namespace) -> int:
 def cmd_upload(client: Client, args: argparse.Namespace) -> int:
     """Copy SRC byte for byte to PATH, version-checked like any write (exit 3 if PATH
     changed since this agent downloaded or read it, unless --force)."""
-    from control.client.localfiles import LocalFileError, read_local
+    from memfs.control.client.localfiles import LocalFileError, read_local
 
     try:
         data = read_local(args.src)
@@ -202,7 +202,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     """``memfs mount URL MOUNTPOINT``: the remote mount (control/client/remote/)."""
     import logging
 
-    from control.client.remote.mount import run
+    from memfs.control.client.remote.mount import run
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="memfs mount: %(levelname)s %(message)s")
@@ -242,7 +242,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         if args.agent and args.agent != args.agent.lower():
             raise Usage(f"agent names are lowercase: use --agent {args.agent.lower()}")
         return cmd_mcp_config(args)
-    from control.mcp.server import main_mcp
+    from memfs.control.mcp.server import main_mcp
 
     return main_mcp(socket_path=args.socket, as_agent=args.as_agent,
                     http=args.mcp_http, local_dir=args.local_dir)
@@ -328,7 +328,7 @@ def _grep_help() -> str:
     flags the jail takes (jail/rg_args.py's allow-list) and refuses."""
     import textwrap
 
-    from jail import rg_args
+    from memfs.jail import rg_args
 
     def wrapped(words: list[str]) -> str:
         return textwrap.fill(" ".join(words), width=88, initial_indent="  ",
@@ -705,8 +705,8 @@ def _connect(args: Any, url: str | None) -> Client:
     file of the options or environment), else over the daemon's socket."""
     if url is None:
         return Client(args.socket, as_agent=args.as_agent)
-    from control.client.http import CACERT_ENV, http_client
-    from control.client.tokenfile import token_file_path
+    from memfs.control.client.http import CACERT_ENV, http_client
+    from memfs.control.client.tokenfile import token_file_path
 
     client: Client = http_client(url, token_file_path(args.token_file),
                                  cafile=args.cacert or os.environ.get(CACERT_ENV) or None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from control.client import Client
+from memfs.control.client import Client
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def _print_json(result: Any) -> None:
-    from control.client import jsonlite as jsonlite
+    from memfs.control.client import jsonlite as jsonlite
 
     print(jsonlite.dumps(result))
 

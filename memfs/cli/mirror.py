@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
-from control.client import Client
-from control.client import jsonlite as jsonlite
+from memfs.control.client import Client
+from memfs.control.client import jsonlite as jsonlite
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

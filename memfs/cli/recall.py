@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-from control.client import Client
+from memfs.control.client import Client
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ def cmd_recall(client: Client, args: argparse.Namespace) -> int:
     lines as ``  LINE: text``; exit 1 when nothing matches (as grep)."""
     result = client.recall(args.query, store=args.store, limit=args.n, page=args.page)
     if args.json:
-        from control.client import jsonlite
+        from memfs.control.client import jsonlite
 
         print(jsonlite.dumps(result))
         return 0 if result["hits"] else 1
@@ -49,7 +49,7 @@ def cmd_reindex(client: Client, args: argparse.Namespace) -> int:
     started = time.monotonic()
     result = client.reindex(args.store)
     if args.json:
-        from control.client import jsonlite
+        from memfs.control.client import jsonlite
 
         print(jsonlite.dumps(result))
         return 0

@@ -29,20 +29,20 @@ from typing import TYPE_CHECKING, Literal
 
 import trio
 
-from control.ops.dispatcher import Dispatcher
-from control.socket.server import (
+from memfs import places
+from memfs.config import Config, ConfigError, load_config, personal_config
+from memfs.control.ops.dispatcher import Dispatcher
+from memfs.control.socket.server import (
     ControlServer,
     ServerLimits,
     SocketInUse,
     bind_listener,
     max_line_bytes,
 )
-from jail import Jail, JailError, JailSettings, KernelLacks
-from memfs import places
-from memfs.config import Config, ConfigError, load_config, personal_config
 from memfs.daemon import privilege
 from memfs.daemon.sdnotify import notify
 from memfs.errors import MemfsError
+from memfs.jail import Jail, JailError, JailSettings, KernelLacks
 from memfs.memory.model import Memory
 from memfs.recall import Recall
 from memfs.service_user import ServiceUser, service_user
@@ -52,10 +52,10 @@ from memfs.store.fs import shared_root
 from memfs.store.history.mirror import Mirrors
 
 if TYPE_CHECKING:
-    from control.http.app import BoundHttp
-    from control.http.server import HttpLimits
-    from jail.userns import Namespaces
+    from memfs.control.http.app import BoundHttp
+    from memfs.control.http.server import HttpLimits
     from memfs.fuse.mount import Mount
+    from memfs.jail.userns import Namespaces
 
 log = logging.getLogger("memfs")
 
@@ -125,7 +125,7 @@ def make_jail_namespaces(user: ServiceUser) -> Namespaces | None:
     jail/userns.py: made by a short-lived helper keeping CAP_SYS_ADMIN alone, where
     unprivileged user namespaces may be refused). None if they cannot be made (the
     jail then says why when it starts)."""
-    from jail import userns
+    from memfs.jail import userns
 
     try:
         return userns.make(as_ids=(user.uid, user.gid))
@@ -197,7 +197,7 @@ def connection_limits(config: Config, fd_limit: int) -> tuple[ServerLimits, Http
     )
     if config.http is None:
         return server, None
-    from control.http.server import HttpLimits  # the HTTP stack, only with [http]
+    from memfs.control.http.server import HttpLimits  # the HTTP stack, only with [http]
 
     return server, HttpLimits(
         max_connections=http,
@@ -310,7 +310,7 @@ def bind_http_listener(config: Config) -> BoundHttp:
     """``[http] listen`` bound (control/http/app.py's bind_http); raises MemfsError
     naming the address and the key it came from when it cannot be bound, OSError
     when the TLS certificate or key cannot be loaded (its message says which)."""
-    from control.http.app import bind_http
+    from memfs.control.http.app import bind_http
 
     assert config.http is not None
     try:
@@ -346,7 +346,11 @@ async def run(config: Config, started: Started, *,
     try:
         memory = Memory(engine)
         if config.http is not None:
-            from control.http.metrics import MeasuredControlServer, MeasuredDispatcher, Metrics
+            from memfs.control.http.metrics import (
+                MeasuredControlServer,
+                MeasuredDispatcher,
+                Metrics,
+            )
 
             metrics = Metrics()
             dispatcher = MeasuredDispatcher(engine, jail, memory, mirrors, started.recall,
@@ -389,8 +393,8 @@ async def run(config: Config, started: Started, *,
             where = f"mount {config.mount}, " if started.mount is not None else ""
             feed = None
             if config.http is not None:
-                from control.http.app import build_app, serve_http
-                from control.http.web.live import CommitFeed
+                from memfs.control.http.app import build_app, serve_http
+                from memfs.control.http.web.live import CommitFeed
 
                 http_stop, http_stopped = trio.Event(), trio.Event()
                 # the web view's live pages: commits (ours, and other daemons') as events

@@ -61,7 +61,7 @@ def ready(port: int) -> None:
 def serve_memfs(sock: socket.socket) -> None:
     import trio
 
-    from control.http.server import HttpLimits, HttpServer
+    from memfs.control.http.server import HttpLimits, HttpServer
 
     async def main() -> None:
         stop = trio.Event()

@@ -85,8 +85,8 @@ def test_wheel_builds_and_runs(tmp_path: Path) -> None:
                             text=True, cwd="/", timeout=60)
     assert helped.returncode == 0 and "token" in helped.stdout, helped
     where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import memfs.daemon.serve as d, control.http.app; "
-         "from control.http.web.templating import environment; "
+        [str(venv / "bin" / "python"), "-c", "import memfs.daemon.serve as d, memfs.control.http.app; "
+         "from memfs.control.http.web.templating import environment; "
          "environment().get_template('overview.html'); "
          "print(d.__file__); print(d.build_sed_jail_script())"],
         capture_output=True, text=True, cwd="/", timeout=60)

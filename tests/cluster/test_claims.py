@@ -4,7 +4,7 @@ flock on the shared volume)."""
 
 from __future__ import annotations
 
-from control.client import Client
+from memfs.control.client import Client
 from tests.cluster.conftest import FIRST_UID, WORKERS, Cluster, start_daemons, stop_all
 from tests.memory.claims import assert_one_winner_per_round, claim_rounds
 from tests.support import connect_as

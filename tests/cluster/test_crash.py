@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import Client, MemfsClientError, NotFoundError
+from memfs.control.client import Client, MemfsClientError, NotFoundError
 from tests.cluster.conftest import FIRST_UID, Cluster, start_daemons, stop_all
 from tests.support import Acks, connect_as
 

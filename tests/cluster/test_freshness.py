@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import Client, NotFoundError
+from memfs.control.client import Client, NotFoundError
 from tests.cluster.conftest import FIRST_UID, Cluster, start_daemons, stop_all
 from tests.support import connect_as, run_as
 

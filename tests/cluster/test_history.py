@@ -37,7 +37,7 @@ import blake3
 import pygit2
 import pytest
 
-from control.client import (
+from memfs.control.client import (
     Client,
     ConflictError,
     MemfsClientError,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from control.client import (
+from memfs.control.client import (
     Client,
     ConflictError,
     InvalidError,

@@ -31,7 +31,7 @@ from mcp import Client as McpClient
 from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, StdioServerParameters
 from mcp_types import Implementation
 
-from control.client import Client, PermissionDeniedError
+from memfs.control.client import Client, PermissionDeniedError
 from tests.control.mcp.conftest import SETPRIV, call_error, call_ok
 from tests.control.mcp.test_mcp_personal import refusal
 from tests.support import MEMFS, REPO, Daemon, dump_toml, is_mounted, public_tmpdir, scaled

@@ -110,7 +110,7 @@ def test_every_process_of_a_serving_daemon_is_unprivileged(serving: Daemon) -> N
         name = Path(f"/proc/{pid}/comm").read_text().strip()
         if name == "fusermount3":
             helpers.append(pid)
-        elif b"jail.launcher" in Path(f"/proc/{pid}/cmdline").read_bytes():
+        elif b"memfs.jail.launcher" in Path(f"/proc/{pid}/cmdline").read_bytes():
             launchers.append(pid)
         else:
             others.append(pid)

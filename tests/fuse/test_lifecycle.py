@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import Client
+from memfs.control.client import Client
 from tests.fuse.conftest import Mounted, mount_config, stop_mounted
 from tests.support import (
     UID_A,

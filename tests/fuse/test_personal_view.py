@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import Client
+from memfs.control.client import Client
 from tests.daemon.test_personal import personal_config
 from tests.fuse.conftest import RG, digest, probe
 from tests.support import UID_A, UID_B, Daemon, connect_as, memfs_as, public_tmpdir, run_as

@@ -25,7 +25,7 @@ import threading
 import blake3
 import pytest
 
-from control.client import ConflictError
+from memfs.control.client import ConflictError
 from tests.fuse.conftest import UID_D, Mounted
 from tests.support import UID_A, UID_B, connect_as, run_as
 

@@ -17,8 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from jail import Jail, JailSettings  # noqa: E402
-from jail.settings import service_ids  # noqa: E402
+from memfs.jail import Jail, JailSettings  # noqa: E402
+from memfs.jail.settings import service_ids  # noqa: E402
 
 RG = Path(sys.executable).parent / "rg"
 if not RG.exists():

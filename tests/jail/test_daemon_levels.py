@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from control.client import Client, MemfsClientError
-from jail import kernel
-from jail.settings import service_ids
+from memfs.control.client import Client, MemfsClientError
+from memfs.jail import kernel
+from memfs.jail.settings import service_ids
 from tests.support import (
     REPO,
     UID_A,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jail import Jail, JailError, JailLimit, JailSettings
+from memfs.jail import Jail, JailError, JailLimit, JailSettings
 from tests.support import scaled
 
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
-from jail.errors import JailBusy
-from jail.slots import FairSlots
+from memfs.jail.errors import JailBusy
+from memfs.jail.slots import FairSlots
 from tests.support import scaled
 
 FOREVER = 3600.0  # a wait that no test lets run out

@@ -15,8 +15,8 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from jail import Jail, JailError, JailSettings, JailUnavailable
-from jail.settings import service_ids
+from memfs.jail import Jail, JailError, JailSettings, JailUnavailable
+from memfs.jail.settings import service_ids
 from tests.support import public_tmpdir
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-sed-jail"
@@ -140,7 +140,7 @@ def test_a_call_running_when_the_launcher_dies_fails(
 
 
 def test_stale_work_dirs_of_dead_launchers_only(tmp_path: Path) -> None:
-    from jail.launcher import remove_stale_work_dirs
+    from memfs.jail.launcher import remove_stale_work_dirs
 
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -185,7 +185,7 @@ def test_close_removes_the_work_folder(
 NO_USER_NAMESPACES = r"""
 import errno, sys
 import pyseccomp as sc
-from jail import Jail, JailSettings, JailUnavailable
+from memfs.jail import Jail, JailSettings, JailUnavailable
 
 # What systemd's RestrictNamespaces= does: user namespaces refused with EPERM.
 f = sc.SyscallFilter(defaction=sc.ALLOW)
@@ -219,7 +219,7 @@ def test_no_user_namespaces_say_what_to_enable(rg_path: Path, sed_root: Path) ->
 UNPRIVILEGED_CALLER = r"""
 import json, sys
 from pathlib import Path
-from jail import Jail, JailSettings
+from memfs.jail import Jail, JailSettings
 from memfs.daemon.serve import ensure_sed_root
 
 base = Path(sys.argv[2])

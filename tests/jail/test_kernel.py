@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from jail import Jail, binaries, kernel, landlock, mounts, privileges, userns
-from jail.policy import Limits, Policy, apply, confine, open_paths, prepare, start_ruleset
-from jail.settings import service_ids
+from memfs.jail import Jail, binaries, kernel, landlock, mounts, privileges, userns
+from memfs.jail.policy import Limits, Policy, apply, confine, open_paths, prepare, start_ruleset
+from memfs.jail.settings import service_ids
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -803,7 +803,7 @@ SAME_UID_ROWS: dict[str, tuple[Callable[[Daemon], None], int]] = {
 @pytest.fixture(scope="module")
 def tool_policies(jail: Jail, daemon: Daemon) -> Iterator[dict[str, Policy]]:
     """The real policies of rg (store A mounted on a work folder, as in a call) and sed."""
-    from jail.spawn import base_tools
+    from memfs.jail.spawn import base_tools
     from tests.support import public_tmpdir
 
     tools = base_tools(jail.settings)

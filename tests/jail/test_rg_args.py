@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jail import BadArguments, Jail
-from jail.rg_args import (
+from memfs.jail import BadArguments, Jail
+from memfs.jail.rg_args import (
     NOT_WITH_JSON,
     SELECTING,
     SWITCHES,
@@ -19,7 +19,7 @@ from jail.rg_args import (
     prints_matches,
     scan,
 )
-from jail.rg_json import render
+from memfs.jail.rg_json import render
 
 STORES = ("A", "B")
 
@@ -261,7 +261,7 @@ def test_real_run_refuses_before_running(jail: Jail, stores: dict[str, Path]) ->
 
 
 def test_regex_error_is_reported(jail: Jail, stores: dict[str, Path]) -> None:
-    from jail import ToolFailed
+    from memfs.jail import ToolFailed
 
     with pytest.raises(ToolFailed) as caught:
         jail.search(stores, ["foo("])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jail.rg_json import BadOutput, Match, matches, render
+from memfs.jail.rg_json import BadOutput, Match, matches, render
 
 HERE = Path(__file__).resolve().parent / "rg_json"
 RUNS = sorted(path.stem for path in HERE.glob("*.jsonl"))

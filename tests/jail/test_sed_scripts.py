@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from jail import BadArguments, Jail, JailLimit
-from jail.sed_script import check
+from memfs.jail import BadArguments, Jail, JailLimit
+from memfs.jail.sed_script import check
 from tests.support import scaled
 
 TEXT = b"alpha\nbeta\ngamma\ndelta\n"
@@ -126,7 +126,7 @@ def test_runaway_scripts_hit_a_limit(quick_jail: Jail, script: str) -> None:
 @pytest.mark.parametrize("script", ["w /tmp/memfs-sed-escape", "1r /etc/passwd", "s/a/id/e"])
 def test_sandbox_refuses_without_the_precheck(jail: Jail, script: str) -> None:
     """Bypass the pre-check: sed --sandbox in the jail still refuses, as BadArguments."""
-    from jail.results import sed_output
+    from memfs.jail.results import sed_output
 
     argv = ["sed", "--sandbox", "-e", script]
     run = jail._run("sed", argv, (), {}, TEXT, 1 << 20)

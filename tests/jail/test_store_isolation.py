@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jail import BadArguments, Jail, SearchResult, ToolFailed
-from jail.settings import service_ids
+from memfs.jail import BadArguments, Jail, SearchResult, ToolFailed
+from memfs.jail.settings import service_ids
 from tests.support import public_tmpdir
 
 SECRET = "TOP-SECRET-IN-B"  # written into B/secret.txt by the `stores` fixture
@@ -105,7 +105,7 @@ def test_no_store_gives_an_empty_result(jail: Jail) -> None:
 def test_symlinked_store_root_is_refused(
     jail: Jail, stores: dict[str, Path], tmp_path: Path
 ) -> None:
-    from jail import JailError
+    from memfs.jail import JailError
 
     link = tmp_path / "sneaky"
     link.symlink_to(stores["B"])

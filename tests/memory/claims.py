@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from control.client import Client, MemfsClientError
+from memfs.control.client import Client, MemfsClientError
 
 
 def claim_rounds(clients: Sequence[Client], rounds: int, *, store: str = "team",

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from control.client import Client, InvalidError
+from memfs.control.client import Client, InvalidError
 from memfs.memory import records as r
 from tests.memory.conftest import UID_D, memory_config
 from tests.memory.hostile import BREAKS, check_brief, forged, plant, plant_records, session

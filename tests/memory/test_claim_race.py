@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import Client
+from memfs.control.client import Client
 from tests.memory.claims import assert_one_winner_per_round, claim_rounds
 from tests.memory.conftest import memory_config
 from tests.support import Daemon, connect_as, public_tmpdir

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import ClosedError, NotFoundError
+from memfs.control.client import ClosedError, NotFoundError
 from memfs.memory import decisions
 from tests.memory.conftest import memory_config
 from tests.store.history.gitcheck import commits, introduced

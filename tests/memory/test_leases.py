@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from control.client import Client, MemfsClientError
+from memfs.control.client import Client, MemfsClientError
 from tests.memory.conftest import memory_config
 from tests.support import UID_A, UID_B, UID_C, Daemon, connect_as, public_tmpdir
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import (
+from memfs.control.client import (
     ClosedError,
     InvalidError,
     MemfsClientError,

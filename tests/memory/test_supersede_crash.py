@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import MemfsClientError
+from memfs.control.client import MemfsClientError
 from memfs.memory import records
 from tests.memory.conftest import memory_config
 from tests.store.history.gitcheck import commits, git, store_files, tree_files

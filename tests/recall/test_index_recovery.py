@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from control.client import Client, InvalidError
+from memfs.control.client import Client, InvalidError
 from tests.support import (
     UID_A,
     Daemon,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from control.client import (
+from memfs.control.client import (
     ConflictError,
     InvalidError,
     NotFoundError,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from control.client import ConflictError
+from memfs.control.client import ConflictError
 from memfs.daemon.serve import rg_binary
 from tests.daemon.test_personal_user import User
 from tests.remote.conftest import RemoteMount, remote_mount

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from control.client import Client, MemfsClientError
+from memfs.control.client import Client, MemfsClientError
 from tests.support import (
     UID_A,
     UID_B,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import InvalidError, NotFoundError
+from memfs.control.client import InvalidError, NotFoundError
 from tests.support import UID_A, Daemon, connect_as, plant, public_tmpdir, standard_config
 
 

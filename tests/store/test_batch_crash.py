@@ -24,7 +24,7 @@ import blake3
 import pygit2
 import pytest
 
-from control.client import Client, ConflictError, MemfsClientError, NotFoundError
+from memfs.control.client import Client, ConflictError, MemfsClientError, NotFoundError
 from memfs.store import crashpoints
 from memfs.store.history.repo import Change, message_for
 from memfs.store.history.store_history import StoreHistory

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from control.client import Client, ConflictError, MemfsClientError, NotFoundError
+from memfs.control.client import Client, ConflictError, MemfsClientError, NotFoundError
 from tests.support import UID_A, UID_B, Daemon, connect_as, memfs_as
 
 _names = itertools.count()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import Client, MemfsClientError
+from memfs.control.client import Client, MemfsClientError
 from memfs.store import crashpoints
 from memfs.store.history.maintenance import MERGE_RECORD
 from tests.store.history.gitcheck import (

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from control.client import Client, ConflictError, MemfsClientError
-from control.mcp.storage import Connection, StorageTools
+from memfs.control.client import Client, ConflictError, MemfsClientError
+from memfs.control.mcp.storage import Connection, StorageTools
 from tests.control.http.test_metrics import scrape, value
 from tests.store.history.gitcheck import commits, head_files, repo_path, store_files
 from tests.support import (

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from control.client import InvalidError
+from memfs.control.client import InvalidError
 from tests.support import UID_A, UID_B, Daemon, connect_as, memfs_as
 
 PATHOLOGICAL = "notes/" + "*a" * 8 + "*b"

@@ -21,7 +21,7 @@ import pytest
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 
-from control.client import InvalidError
+from memfs.control.client import InvalidError
 from tests.control.http.conftest import http_config
 from tests.control.mcp.conftest import call_error, call_ok, mcp_session
 from tests.support import UID_A, Daemon, connect_as, memfs_as

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from control.client import ConflictError
+from memfs.control.client import ConflictError
 from tests.support import UID_A, UID_B, Daemon, connect_as, public_tmpdir, standard_config
 
 

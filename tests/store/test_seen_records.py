@@ -10,8 +10,8 @@ from typing import Any
 import blake3
 import pytest
 
-from control.client import ConflictError
 from memfs.config import parse_config
+from memfs.control.client import ConflictError
 from memfs.store.engine import Engine
 from memfs.store.fs.paths import parse_path
 from memfs.store.read.lru import LRU

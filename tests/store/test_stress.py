@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from control.client import Client, ConflictError
+from memfs.control.client import Client, ConflictError
 from tests.support import Daemon, connect_as, public_tmpdir
 
 AGENTS = 6

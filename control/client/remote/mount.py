@@ -18,12 +18,12 @@ from pathlib import Path
 import pyfuse3
 import trio
 
-from control.client.remote.cache import CONTENT_BYTES, Cache
-from control.client.remote.http import Daemon, Refused, Unreachable
-from control.client.remote.ops import RemoteView
-from control.client.remote.stream import ChangeStream, wait_connected
-from control.client.tokenfile import TokenFileError, read_token_file, token_file_path
 from memfs.config import SEARCH_TOOLS
+from memfs.control.client.remote.cache import CONTENT_BYTES, Cache
+from memfs.control.client.remote.http import Daemon, Refused, Unreachable
+from memfs.control.client.remote.ops import RemoteView
+from memfs.control.client.remote.stream import ChangeStream, wait_connected
+from memfs.control.client.tokenfile import TokenFileError, read_token_file, token_file_path
 from memfs.fuse.mount import (
     MAX_TASKS,
     MIN_TASKS,

@@ -37,8 +37,8 @@ from typing import Any, NoReturn, ParamSpec, TypeVar
 import pyfuse3
 import trio
 
-from control.client.remote.cache import ROOT, Cache, Entry, Listing, Node
-from control.client.remote.http import Daemon, Refused, Reply, Unreachable, quoted
+from memfs.control.client.remote.cache import ROOT, Cache, Entry, Listing, Node
+from memfs.control.client.remote.http import Daemon, Refused, Reply, Unreachable, quoted
 from memfs.fuse.scans import ScanDetector
 
 log = logging.getLogger("memfs.remote")

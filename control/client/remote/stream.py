@@ -28,8 +28,8 @@ from collections.abc import Callable
 
 import pyfuse3
 
-from control.client.remote.cache import Cache
-from control.client.remote.http import Daemon
+from memfs.control.client.remote.cache import Cache
+from memfs.control.client.remote.http import Daemon
 
 log = logging.getLogger("memfs.remote")
 

@@ -28,13 +28,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from control.http.problems import Problem, query, read_body
-from control.http.web import auth, views, views_history, views_memory
-from control.http.web.live import CommitFeed
-from control.http.web.look import Look, Page, Redirect
-from control.http.web.pages import Web
-from control.http.web.templating import STATIC
-from control.ops.dispatcher import Dispatcher
+from memfs.control.http.problems import Problem, query, read_body
+from memfs.control.http.web import auth, views, views_history, views_memory
+from memfs.control.http.web.live import CommitFeed
+from memfs.control.http.web.look import Look, Page, Redirect
+from memfs.control.http.web.pages import Web
+from memfs.control.http.web.templating import STATIC
+from memfs.control.ops.dispatcher import Dispatcher
 
 log = logging.getLogger("memfs.http")
 

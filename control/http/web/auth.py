@@ -22,8 +22,8 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from control.http.problems import Problem, read_body
-from control.http.web.signin import (
+from memfs.control.http.problems import Problem, read_body
+from memfs.control.http.web.signin import (
     COOKIE,
     LOGIN_COOKIE,
     LOGIN_FORM_SECONDS,
@@ -35,7 +35,7 @@ from control.http.web.signin import (
 )
 
 if TYPE_CHECKING:
-    from control.http.web.pages import Web
+    from memfs.control.http.web.pages import Web
 
 FORM_LIMIT = 16 * 1024
 FORM_TYPE = "application/x-www-form-urlencoded"

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from control.ops.dispatcher import Dispatcher
 from memfs.config import Config
+from memfs.control.ops.dispatcher import Dispatcher
 from memfs.memory.records import parse_iso
 from memfs.store.engine import Engine
 from memfs.store.errors import InvalidInput, NotFound

@@ -15,14 +15,14 @@ import anyio.to_thread
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from control.http.problems import STATUS, Problem
-from control.http.web import live
-from control.http.web.live import CommitFeed
-from control.http.web.look import Look, Page, Redirect
-from control.http.web.signin import COOKIE, SignIns, WebSession
-from control.http.web.templating import environment
-from control.ops.dispatcher import Dispatcher, describe
 from memfs.config import HttpConfig
+from memfs.control.http.problems import STATUS, Problem
+from memfs.control.http.web import live
+from memfs.control.http.web.live import CommitFeed
+from memfs.control.http.web.look import Look, Page, Redirect
+from memfs.control.http.web.signin import COOKIE, SignIns, WebSession
+from memfs.control.http.web.templating import environment
+from memfs.control.ops.dispatcher import Dispatcher, describe
 
 log = logging.getLogger("memfs.http")
 

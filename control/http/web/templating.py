@@ -12,7 +12,7 @@ from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from control.http.web import render
+from memfs.control.http.web import render
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"

@@ -8,8 +8,8 @@ from urllib.parse import quote, urlencode
 
 import blake3
 
-from control.http.web import render
-from control.http.web.look import Look, Page, Redirect, expired_at, mem_path, page_number
+from memfs.control.http.web import render
+from memfs.control.http.web.look import Look, Page, Redirect, expired_at, mem_path, page_number
 from memfs.store.errors import InvalidInput, NotFound
 from memfs.store.fs.paths import MemPath
 from memfs.store.read.pages import page_of_bytes

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from control.http.web import render
-from control.http.web.look import Look, Page, mem_path, moment
-from control.ops.history import iso
+from memfs.control.http.web import render
+from memfs.control.http.web.look import Look, Page, mem_path, moment
+from memfs.control.ops.history import iso
 from memfs.store.errors import InvalidInput
 
 HISTORY_PER_PAGE = 50

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from control.http.web.look import Look, Page, expired_at
+from memfs.control.http.web.look import Look, Page, expired_at
 from memfs.memory.records import parse_iso
 from memfs.store.errors import InvalidInput
 

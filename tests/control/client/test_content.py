@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from control.client.client import request_content
+from memfs.control.client.client import request_content
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
 
 MAX_FILE = 64 * 1024

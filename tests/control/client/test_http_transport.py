@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import (
+from memfs.control.client import (
     Client,
     ConflictError,
     ConnectionFailed,
@@ -22,7 +22,7 @@ from control.client import (
     UnauthenticatedError,
     UnavailableError,
 )
-from control.client.http import ROUTES, SPECIAL, HttpTransport, http_client, page
+from memfs.control.client.http import ROUTES, SPECIAL, HttpTransport, http_client, page
 from tests.control.http.conftest import http_config
 from tests.support import UID_A, UID_B, UID_C, Daemon, connect_as
 
@@ -75,7 +75,7 @@ def unique(name: str, request: pytest.FixtureRequest) -> str:
 
 def test_routes_are_the_daemons() -> None:
     """Every op the client sends goes to the route the daemon declares for it."""
-    from control.http.op_routes import operations
+    from memfs.control.http.op_routes import operations
 
     declared = {op.op: (op.method, op.path) for op in operations() if op.adjust is None}
     assert {name: route for name, route in declared.items() if name in ROUTES} == ROUTES
@@ -311,7 +311,7 @@ def test_the_http_client_is_standard_library_only() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, memfs.cli, control.client.http; bad = {'trio', 'pydantic', "
+    code = ("import sys, memfs.cli, memfs.control.client.http; bad = {'trio', 'pydantic', "
             "'httpx', 'starlette', 'anyio', 'h11', 'blake3', 'memfs.store'} & set(sys.modules); "
             "print(sorted(bad)); sys.exit(bool(bad))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)

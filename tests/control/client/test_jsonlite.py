@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from control.client import jsonlite as jsonlite
+from memfs.control.client import jsonlite as jsonlite
 
 VALUES = [
     {"op": "read", "id": 1, "path": "notes/é/ü.md", "limit": None, "force": False},

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from control.client.tokenfile import TokenFileError, read_token_file, token_file_path
+from memfs.control.client.tokenfile import TokenFileError, read_token_file, token_file_path
 
 
 def write(tmp_path, data: bytes, mode: int = 0o600) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from control.http import h1
+from memfs.control.http import h1
 
 MAX = 1024
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from control.http.server import ConnectionTable, HttpLimits, _Connection
+from memfs.control.http.server import ConnectionTable, HttpLimits, _Connection
 
 
 @pytest.fixture

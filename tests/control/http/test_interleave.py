@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import httpx
 
-from control.client import Client, ConflictError
+from memfs.control.client import Client, ConflictError
 from tests.control.http.conftest import client
 from tests.support import UID_A, UID_B, Daemon, connect_as, scaled
 

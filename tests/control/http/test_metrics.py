@@ -11,7 +11,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from control.client import ConflictError
+from memfs.control.client import ConflictError
 from tests.control.http.conftest import client, http_config, problem
 from tests.support import UID_A, UID_B, Daemon, connect_as, run_as
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from control.http.origins import ListenerNames
 from memfs.config import HttpConfig
+from memfs.control.http.origins import ListenerNames
 
 LOCAL = ("127.0.0.1", 7800)
 

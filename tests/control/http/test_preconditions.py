@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from control.http import preconditions as pc
-from control.protocol.wire import ProtocolError
+from memfs.control.http import preconditions as pc
+from memfs.control.protocol.wire import ProtocolError
 
 D = "a" * 64  # a digest
 OTHER = "b" * 64

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mcp_types import CallToolResult
 
-from control.client import Client
+from memfs.control.client import Client
 from memfs.errors import ERRORS
 from tests.control.mcp.conftest import call_ok, mcp_session, text_of
 from tests.memory.conftest import memory_config

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from control.client import ConflictError, ConnectionFailed
-from control.client.client import SocketTransport
-from control.mcp import storage as t
+from memfs.control.client import ConflictError, ConnectionFailed
+from memfs.control.client.client import SocketTransport
+from memfs.control.mcp import storage as t
 
 
 def read_result(text: str, total: int, **extra: Any) -> dict[str, Any]:

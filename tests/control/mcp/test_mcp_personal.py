@@ -14,7 +14,7 @@ import pytest
 from mcp import Client as McpClient
 from mcp_types import Implementation
 
-from control.mcp.identity import agent_from_client
+from memfs.control.mcp.identity import agent_from_client
 from tests.control.mcp.conftest import call_error, call_ok, server_params
 from tests.daemon.test_personal import personal_config
 from tests.store.history.gitcheck import commits

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from control.mcp import stdio
+from memfs.control.mcp import stdio
 from tests.support import MEMFS, REPO
 
 
@@ -26,7 +26,7 @@ def _in_child(body: str) -> subprocess.CompletedProcess[bytes]:
 def test_claimed_stdio_diverts_stray_output_and_restores() -> None:
     done = _in_child(
         "import os\n"
-        "from control.mcp.stdio import claimed_stdio\n"
+        "from memfs.control.mcp.stdio import claimed_stdio\n"
         "with claimed_stdio() as (wire_in, wire_out):\n"
         "    os.write(1, b'stray\\n')\n"  # a library printing: must miss the wire
         "    assert os.read(0, 10) == b''\n"  # fd 0 reads /dev/null meanwhile

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from control.http.op_routes import operations
-from control.ops import registry
-from control.ops.dispatcher import Dispatcher
-from control.protocol import ProtocolError
 from memfs.config import parse_config
+from memfs.control.http.op_routes import operations
+from memfs.control.ops import registry
+from memfs.control.ops.dispatcher import Dispatcher
+from memfs.control.protocol import ProtocolError
 from memfs.store.engine import Engine
 from memfs.store.errors import PermissionDenied
 from tests.support import REPO, UID_A, UID_B, standard_config

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from control import protocol as p
-from control.client import encode_request
-from control.ops import storage as s
-from control.ops.registry import decode_request
+from memfs.control import protocol as p
+from memfs.control.client import encode_request
+from memfs.control.ops import storage as s
+from memfs.control.ops.registry import decode_request
 
 
 @pytest.mark.parametrize(

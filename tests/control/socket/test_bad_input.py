@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from control.client import TooLargeError
+from memfs.control.client import TooLargeError
 from tests.support import UID_A, Daemon, as_euid, connect_as, public_tmpdir, standard_config
 
 MAX_FILE = 64 * 1024

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from control.client import BusyError, Client, InvalidError
+from memfs.control.client import BusyError, Client, InvalidError
 from tests.support import (
     UID_A,
     UID_B,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from control.client import BusyError, Client, InvalidError
-from control.mcp.storage import Connection, StorageTools
+from memfs.control.client import BusyError, Client, InvalidError
+from memfs.control.mcp.storage import Connection, StorageTools
 from tests.support import (
     UID_A,
     UID_B,

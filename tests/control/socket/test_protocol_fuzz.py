@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from control import protocol as p
-from control.ops.dispatcher import Dispatcher
-from control.ops.registry import decode_request
 from memfs.config import parse_config
+from memfs.control import protocol as p
+from memfs.control.ops.dispatcher import Dispatcher
+from memfs.control.ops.registry import decode_request
 from memfs.daemon.serve import start_jail
 from memfs.store.engine import Engine
 from tests import fuzzlines

@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from control.client import Client
-from control.socket.server import ACTIVE_REQUESTS, STOP_REPLY_SECONDS
+from memfs.control.client import Client
+from memfs.control.socket.server import ACTIVE_REQUESTS, STOP_REPLY_SECONDS
 from tests.support import (
     UID_A,
     UID_B,

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from control.client import Client, MemfsClientError
+from memfs.control.client import Client, MemfsClientError
 from tests.jail.tools.conftest import Memory
 from tests.support import (
     UID_A,

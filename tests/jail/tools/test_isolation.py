@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from control.client import MemfsClientError
+from memfs.control.client import MemfsClientError
 from tests.jail.tools.conftest import SECRET, SHADOW_MARK, Memory
 from tests.support import UID_A, UID_B, UID_C, connect_as
 

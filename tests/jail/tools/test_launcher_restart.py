@@ -18,7 +18,7 @@ def launcher_of(daemon_pid: int) -> int:
     for task in Path(f"/proc/{daemon_pid}/task").iterdir():
         for child in (task / "children").read_text().split():
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-            if b"jail.launcher" in cmdline:
+            if b"memfs.jail.launcher" in cmdline:
                 return int(child)
     raise AssertionError("no jail launcher under the daemon")
 

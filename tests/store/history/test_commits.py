@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import ConflictError, NotFoundError
+from memfs.control.client import ConflictError, NotFoundError
 from tests.store.history.gitcheck import commits, git, store_files, trailers, tree_files
 from tests.support import UID_A, UID_B, Daemon, connect_as, daemon_ids, public_tmpdir, run_as
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from control.client import PermissionDeniedError
+from memfs.control.client import PermissionDeniedError
 from tests.memory.conftest import memory_config
 from tests.store.history.gitcheck import commits, git, trailers
 from tests.support import UID_A, Daemon, connect_as, memfs_as, public_tmpdir

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from control.client import Client, ConflictError, NotFoundError
+from memfs.control.client import Client, ConflictError, NotFoundError
 from tests.store.history.conftest import history_config
 from tests.store.history.gitcheck import commits, git, store_files, trailers, tree_files
 from tests.support import UID_A, UID_B, Daemon, connect_as, public_tmpdir

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from control.client import (
+from memfs.control.client import (
     ConflictError,
     InvalidError,
     MemfsClientError,

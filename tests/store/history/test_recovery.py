@@ -19,7 +19,7 @@ from pathlib import Path
 import blake3
 import pytest
 
-from control.client import MemfsClientError
+from memfs.control.client import MemfsClientError
 from memfs.store import crashpoints
 from memfs.store.history import gitobjects
 from memfs.store.history.maintenance import PACK_AFTER

@@ -12,8 +12,8 @@ from typing import Any
 import pygit2
 import pytest
 
-from control.client import ConflictError
 from memfs.config import parse_config
+from memfs.control.client import ConflictError
 from memfs.store.crashpoints import ENV
 from memfs.store.history.gitcli import GitRunner
 from memfs.store.history.restore import restore_store

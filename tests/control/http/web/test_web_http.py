@@ -12,7 +12,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from control.client import ConflictError
+from memfs.control.client import ConflictError
 from tests.control.http.web.conftest import nonce_of, sign_in
 from tests.support import UID_A, UID_B, Daemon, connect_as, memfs_as
 

@@ -10,8 +10,8 @@ import threading
 import pytest
 import trio
 
-from control.http.web import live
-from control.http.web.live import CommitFeed, TooManyStreams
+from memfs.control.http.web import live
+from memfs.control.http.web.live import CommitFeed, TooManyStreams
 from memfs.store.fs.paths import MemPath
 
 ACCESS = {("alice", "notes"): "read_write", ("alice", "ops"): "read",

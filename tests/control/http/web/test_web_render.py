@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from control.http.web import render
-from control.http.web.look import moment
-from control.http.web.signin import safe_next
+from memfs.control.http.web import render
+from memfs.control.http.web.look import moment
+from memfs.control.http.web.signin import safe_next
 from memfs.store.errors import InvalidInput
 
 HOSTILE = """---

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from control.http.web.signin import SignIns, TooManySessions
+from memfs.control.http.web.signin import SignIns, TooManySessions
 from memfs.tokens import Tokens
 
 
