@@ -55,7 +55,7 @@ _WHERE = {
 def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
-        raise AttributeError(f"module 'jail' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
     value = getattr(importlib.import_module(module), name)

@@ -37,7 +37,9 @@ def spawn_launcher(
     ``settings.uid``/``gid`` with no supplementary group: the jail never holds a
     privilege, whoever starts it."""
     control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    package_parent = str(Path(__file__).resolve().parent.parent)
+    # where `import memfs` finds this package: not resolve()d, as in a checkout memfs/jail
+    # is a symlink to the top folder jail/ (site-packages/memfs/jail once installed)
+    package_parent = str(Path(__file__).absolute().parents[2])
     identity: dict[str, Any] = {}
     if os.geteuid() == 0:
         identity = {"user": settings.uid, "group": settings.gid, "extra_groups": []}

@@ -45,8 +45,9 @@ if TYPE_CHECKING:
 # the owner) acting for no agent in particular, checked before the handler runs.
 Access = Literal["read", "write", "operator"]
 # The modules that declare ops, imported once by `ops`.
-DECLARATIONS = ("memfs.control.ops.storage", "memfs.control.ops.history", "memfs.control.ops.memory",
-                "memfs.control.ops.recall", "memfs.control.ops.tokens", "memfs.control.ops.mirrors",
+DECLARATIONS = ("memfs.control.ops.storage", "memfs.control.ops.history",
+                "memfs.control.ops.memory", "memfs.control.ops.recall",
+                "memfs.control.ops.tokens", "memfs.control.ops.mirrors",
                 "memfs.control.ops.summary")
 # fields a transport fills in itself, never taken from a caller
 RESERVED_FIELDS = frozenset({"op", "id", "as_agent"})
