@@ -1,0 +1,100 @@
+"""The layer rules (docs/design/architecture.md), written as import-linter contracts in
+pyproject.toml ([tool.importlinter]): the contracts are kept by the code as it is, and
+an upward import or a cycle planted in a copy of the code breaks them, typing-only
+imports (under ``if TYPE_CHECKING:``) as well as run-time ones. And no code imports the
+folders control/ and jail/ by their old top-level names (scripts/rename_imports.py
+--check): they install as memfs.control and memfs.jail only."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO
+
+LINT_IMPORTS = str(Path(sys.executable).parent / "lint-imports")
+TYPING_ONLY = "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    {}\n"
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """lint-imports run on the code under ``root`` (its memfs/, control/, jail/ and
+    pyproject.toml), that code first on the path."""
+    return subprocess.run([LINT_IMPORTS, "--no-cache"], cwd=root, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def verdicts(output: str) -> dict[str, str]:
+    """Each contract's verdict, KEPT or BROKEN, by its id in pyproject.toml."""
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    ids = {contract["name"]: contract["id"] for contract in contracts["contracts"]}
+    found = {}
+    for line in output.splitlines():
+        name, _, verdict = line.rpartition(" ")
+        if verdict in ("KEPT", "BROKEN"):
+            found[ids[name]] = verdict
+    return found
+
+
+def copy_of_the_code(dest: Path) -> Path:
+    """memfs/ (its symlinks control and jail as symlinks), control/, jail/, pyproject."""
+    for name in ("memfs", "control", "jail"):
+        shutil.copytree(REPO / name, dest / name, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(REPO / "pyproject.toml", dest / "pyproject.toml")
+    assert (dest / "memfs" / "control").is_symlink()
+    return dest
+
+
+def test_the_contracts_are_kept() -> None:
+    done = lint_imports(REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verdicts(done.stdout) == {"layers": "KEPT", "acyclic": "KEPT"}, done.stdout
+
+
+@pytest.mark.parametrize(("planted_in", "line"), [
+    # the core library imports the ways in: at run time, and for typing only
+    ("memfs/store/planted_up.py", "from memfs.control.ops import registry"),
+    ("memfs/store/planted_up.py", TYPING_ONLY.format("from memfs.cli import main")),
+    # the ways in import the program's composition root (typing only)
+    ("control/ops/planted_up.py", TYPING_ONLY.format("from memfs.daemon import serve")),
+    # the jail, at the bottom, imports the core
+    ("jail/planted_up.py", "import memfs.store.engine"),
+    # a new top-level module nobody placed in a layer
+    ("memfs/planted_up.py", ""),
+])
+def test_an_upward_import_breaks_the_layers(tmp_path: Path, planted_in: str,
+                                            line: str) -> None:
+    root = copy_of_the_code(tmp_path)
+    (root / planted_in).write_text(f'"""Planted by tests/test_layers.py."""\n{line}\n')
+    done = lint_imports(root)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert verdicts(done.stdout)["layers"] == "BROKEN", done.stdout  # (a cycle too, maybe)
+    assert "planted_up" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("typing_only", [False, True])
+def test_a_cycle_breaks_the_acyclic_contract(tmp_path: Path, typing_only: bool) -> None:
+    """Two sibling modules of control.http importing each other (as files.py and
+    recall.py once did, for typing only)."""
+    root = copy_of_the_code(tmp_path)
+    for me, other in (("planted_a", "planted_b"), ("planted_b", "planted_a")):
+        line = f"from memfs.control.http import {other}"
+        (root / "control" / "http" / f"{me}.py").write_text(
+            TYPING_ONLY.format(line) if typing_only else line + "\n")
+    done = lint_imports(root)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert verdicts(done.stdout) == {"layers": "KEPT", "acyclic": "BROKEN"}, done.stdout
+    assert "in memfs.control.http." in done.stdout and ".planted_b -> .planted_a" in \
+        done.stdout, done.stdout
+
+
+def test_no_code_imports_control_or_jail_by_their_old_names() -> None:
+    done = subprocess.run([sys.executable, "scripts/rename_imports.py", "--check"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, "run scripts/rename_imports.py:\n" + done.stdout
