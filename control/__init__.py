@@ -5,4 +5,7 @@ the Unix control socket), `control.client` (the Python client, over the socket o
 process), `control.http` (the HTTP listener: REST, the MCP endpoint, metrics and the web
 view in `control.http.web`) and `control.mcp` (the tools for models and the MCP
 server over stdio). `control.ratelimit` is the rate-limited log line they share, `control.lazy`
-the names a package re-exports on first use."""
+the names a package re-exports on first use.
+
+Installed as `memfs.control` (memfs/control is a symlink to this folder): it imports the
+core library under it, never `memfs.daemon` or `memfs.cli` above it."""

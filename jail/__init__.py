@@ -5,6 +5,9 @@ result types, and the exceptions. ``jail.policy`` holds the policy model and ``a
 
 The names are imported lazily: the launcher process (``jail.launcher``) imports this
 package too, and must not load pydantic, which would make each of its forks slower.
+
+Installed as `memfs.jail` (memfs/jail is a symlink to this folder); it imports nothing
+else of memfs.
 """
 
 from __future__ import annotations

@@ -94,6 +94,18 @@ def test_a_cycle_breaks_the_acyclic_contract(tmp_path: Path, typing_only: bool) 
         done.stdout, done.stdout
 
 
+def test_the_architecture_page_draws_the_contracts_layers() -> None:
+    """docs/design/architecture.md's picture has one line per layer, top to bottom, as
+    the contract lists them."""
+    contract = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in contract["contracts"] if c["id"] == "layers"]
+    page = (REPO / "docs" / "design" / "architecture.md").read_text()
+    picture = page.split("## Layers", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    drawn = [line.split("   ")[0].strip() for line in picture.splitlines()]
+    assert drawn == [" | ".join(f"memfs.{name.strip()}" for name in layer.split("|"))
+                     for layer in layers]
+
+
 def test_no_code_imports_control_or_jail_by_their_old_names() -> None:
     done = subprocess.run([sys.executable, "scripts/rename_imports.py", "--check"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
