@@ -42,12 +42,16 @@ def verdicts(output: str) -> dict[str, str]:
 
 
 def copy_of_the_code(dest: Path) -> Path:
-    """memfs/ (its symlinks control and jail as symlinks), control/, jail/, pyproject."""
-    for name in ("memfs", "control", "jail"):
-        shutil.copytree(REPO / name, dest / name, symlinks=True,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    """memfs/ (with its own symlinks control and jail: the checkout's may be copies, as
+    rsync makes them), control/, jail/, pyproject.toml."""
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO / "memfs", dest / "memfs", symlinks=True,
+                    ignore=lambda folder, names: [*skip(folder, names), *(
+                        ("control", "jail") if Path(folder) == REPO / "memfs" else ())])
+    for name in ("control", "jail"):
+        shutil.copytree(REPO / name, dest / name, ignore=skip)
+        (dest / "memfs" / name).symlink_to(Path("..") / name)
     shutil.copy2(REPO / "pyproject.toml", dest / "pyproject.toml")
-    assert (dest / "memfs" / "control").is_symlink()
     return dest
 
 
