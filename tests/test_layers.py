@@ -98,6 +98,38 @@ def test_a_cycle_breaks_the_acyclic_contract(tmp_path: Path, typing_only: bool) 
         done.stdout, done.stdout
 
 
+CYCLES = """
+import grimp
+graph = grimp.build_graph("memfs", cache_dir=None)
+for importer in sorted(graph.modules):
+    for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+        if graph.find_shortest_chain(importer=imported, imported=importer):
+            print(importer, "->", imported)
+"""
+
+
+def import_cycles(root: Path) -> list[str]:
+    """Every import of the code under ``root`` that lies on a cycle, between any two
+    modules (a package's __init__ and its own modules too, which acyclic_siblings does
+    not compare), typing-only imports included: grimp's graph, as lint-imports builds it."""
+    done = subprocess.run([sys.executable, "-c", CYCLES], cwd=root, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_no_import_lies_on_a_cycle(tmp_path: Path) -> None:
+    assert import_cycles(REPO) == []
+    # a package's __init__ and one of its modules, importing each other (typing only)
+    root = copy_of_the_code(tmp_path)
+    (root / "memfs" / "fuse" / "planted.py").write_text(
+        TYPING_ONLY.format("from memfs.fuse import Planted"))
+    with (root / "memfs" / "fuse" / "__init__.py").open("a") as init:
+        init.write("\nfrom memfs.fuse.planted import TYPE_CHECKING as Planted  # noqa\n")
+    assert import_cycles(root) == ["memfs.fuse -> memfs.fuse.planted",
+                                   "memfs.fuse.planted -> memfs.fuse"]
+
+
 def test_the_architecture_page_draws_the_contracts_layers() -> None:
     """docs/design/architecture.md's picture has one line per layer, top to bottom, as
     the contract lists them."""
