@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import blake3
 import pygit2
@@ -19,7 +20,16 @@ from memfs.store.fs.paths import MemPath
 from memfs.store.history.repo import Entry
 from memfs.store.history.store_history import StoreHistory
 from memfs.store.read.seen import SeenRecords
-from memfs.store.write.store import Store
+
+
+class Kept(Protocol):
+    """What these reads need of a store (memfs/store/write/store.py's `Store`): its
+    history, if it keeps one. A protocol, so that reading history does not import the
+    write side."""
+
+    @property
+    def history(self) -> StoreHistory | None: ...
+
 
 MAX_VERSIONS_SEARCHED = 1000  # how far back `diff` looks for the version an agent saw
 
@@ -39,7 +49,7 @@ class HistoryReads:
     """log, version_at and diff for agents with read access. Built by the engine from
     its stores, its seen records, its access checks and its read of a file now."""
 
-    def __init__(self, stores: Mapping[str, Store], seen: SeenRecords, *,
+    def __init__(self, stores: Mapping[str, Kept], seen: SeenRecords, *,
                  check_access: Callable[[str, str], None],
                  readable_stores: Callable[[str], list[str]],
                  current_bytes: Callable[[MemPath], bytes | None],

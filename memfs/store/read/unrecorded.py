@@ -7,13 +7,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from memfs.store.errors import InvalidInput
 from memfs.store.fs import backing
 from memfs.store.fs.paths import MemPath, nameable
 from memfs.store.read.pages import Page, read_page
 from memfs.store.read.versions import FileInfo, Pinned, version_of
-from memfs.store.write.store import Store
+
+
+class Shown(Protocol):
+    """What these reads need of a store (memfs/store/write/store.py's `Store`): its
+    folder and a way to open a file's current version. A protocol, so that the read side
+    does not import the write side."""
+
+    @property
+    def fd(self) -> int: ...
+
+    def open_current(self, path: MemPath) -> tuple[int, os.stat_result] | None: ...
+
 
 Pin = Callable[[str, MemPath], Pinned]  # (agent, path) -> the current version, not recorded
 
@@ -22,7 +34,7 @@ class UnrecordedReads:
     """page, files and versions_of: the engine's ``unrecorded`` reads. Built by the
     engine from its stores, its access check and its pin of the current version."""
 
-    def __init__(self, stores: Mapping[str, Store], *,
+    def __init__(self, stores: Mapping[str, Shown], *,
                  check_access: Callable[[str, str], None], pin: Pin) -> None:
         self._stores = stores
         self._check_access = check_access
