@@ -13,7 +13,8 @@ route, so that a planted mistake (the tests at the end) shows it can fail.
 * protocol.md: every op of the registry is named; a field the page lists after an op
   (``read`` (``offset``, ...)) is a field of that op's request model.
 * http.md: its endpoint table against the OpenAPI document: every path and method,
-  and no route that neither the document nor the app (app.py's own routes) has.
+  no route that neither the document nor the app (app.py's own routes) has, and no
+  query parameter (``?n=``) that the document does not give the route.
 """
 
 from __future__ import annotations
@@ -337,38 +338,57 @@ def _shape(path: str) -> str:
     return re.sub(r"\{[^}]*\}", "{}", path)
 
 
-def page_endpoints(text: str) -> list[tuple[str, str]]:
-    """(method, path shape) of each endpoint the table names: ``GET\\|POST`` for two
-    methods, ``.../x`` for a path under /v1/stores/{store}, ``a\\|b`` in the last segment
-    for several, ``{}`` for any path parameter."""
+def page_endpoints(text: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(method, path shape, query parameters) of each endpoint the table names:
+    ``GET\\|POST`` for two methods, ``.../x`` for a path under /v1/stores/{store},
+    ``a\\|b`` in the last segment for several, ``{}`` for any path parameter, the names
+    of ``?a=A&b=`` (``[&b=B]`` too) as its query parameters."""
     endpoints = []
     for first, _ in table_rows(text):
         for span in code_spans(first):
             found = re.match(r"^([A-Z\\|]+) (\S+)$", span)
             if not found:
                 continue
-            methods, path = found.group(1).split("\\|"), found.group(2).split("?")[0]
+            methods = found.group(1).split("\\|")
+            path, _, query = found.group(2).partition("?")
+            names = tuple(re.findall(r"(?:^|[&\[])(\w+)=", query))
             path = path.replace("...", "/v1/stores/{store}", 1)
             head, _, last = path.rpartition("/")
             for method in methods:
                 for segment in last.split("\\|"):
-                    endpoints.append((method.lower(), _shape(f"{head}/{segment}")))
+                    endpoints.append((method.lower(), _shape(f"{head}/{segment}"), names))
     return endpoints
+
+
+def _query_names(spec: Mapping[str, Any]) -> set[str]:
+    """The query parameters of an OpenAPI operation (an object one's properties)."""
+    names = set()
+    for parameter in spec.get("parameters", []):
+        if parameter.get("in") == "query":
+            names.add(parameter["name"])
+            names |= set(parameter.get("schema", {}).get("properties", {}))
+    return names
 
 
 def http_problems(text: str) -> list[str]:
     from memfs.control.http.app import MCP, PUBLIC
     from memfs.control.http.openapi import document
 
-    documented = {(method, _shape(path)) for path, spec in document()["paths"].items()
-                  for method in spec if method in METHODS}
+    query = {(method, _shape(path)): _query_names(spec)
+             for path, operations in document()["paths"].items()
+             for method, spec in operations.items() if method in METHODS}
     own = {("get", path) for path in PUBLIC | {"/metrics"}} | {
         (method, MCP) for method in ("get", "post", "delete")}
     named = page_endpoints(text)
-    problems = [f"http.md does not name {method.upper()} {path}"
-                for method, path in sorted(documented - set(named))]
-    problems += [f"http.md names {method.upper()} {path}, which the daemon does not serve"
-                 for method, path in named if (method, path) not in documented | own]
+    problems = [f"http.md does not name {method.upper()} {path}" for method, path
+                in sorted(set(query) - {(method, path) for method, path, _ in named})]
+    for method, path, names in named:
+        if (method, path) not in set(query) | own:
+            problems.append(f"http.md names {method.upper()} {path}, which the daemon "
+                            "does not serve")
+        problems += [f"http.md names ?{name}= for {method.upper()} {path}, which takes no "
+                     "such query parameter" for name in names
+                     if name not in query.get((method, path), set())]
     return problems
 
 
@@ -384,3 +404,6 @@ def test_http_check_finds_a_missing_route_and_a_stray_one() -> None:
     assert http_problems(text.replace("complete\\|release`", "complete\\|drop`", 1)) == [
         "http.md does not name POST /v1/stores/{}/tasks/{}/release",
         "http.md names POST /v1/stores/{}/tasks/{}/drop, which the daemon does not serve"]
+    assert http_problems(text.replace("&author=&patch=", "&by=&patch=", 1)) == [
+        "http.md names ?by= for GET /v1/stores/{}/history, which takes no such query "
+        "parameter"]
