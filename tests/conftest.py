@@ -14,32 +14,39 @@ from tests.support import CREATED_DIRS, SLOWDOWN, Daemon, public_tmpdir, standar
 tests.support.DEFAULT_RECALL = {"model": "none"}
 
 
-def group_of(item: pytest.Item) -> str:
-    """The unit of work a parallel run (pytest-xdist, ``--dist loadgroup``) hands one
-    worker whole: the test's module, whose tests may share a module-scoped daemon; the
-    whole multi-host package (one GlusterFS cluster of fixed names for all its tests)."""
-    module = item.nodeid.split("::", 1)[0]
+def group_of(nodeid: str) -> str:
+    """The unit of work a parallel run (pytest-xdist) hands one worker whole: the
+    test's module, whose tests may share a module-scoped daemon; the whole multi-host
+    package (one GlusterFS cluster of fixed names, brought up once for its tests)."""
+    module = nodeid.split("::", 1)[0]
     return "tests/cluster" if module.startswith("tests/cluster/") else module
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``-n N`` (scripts/test), whatever ``--dist`` says: each worker is given whole
+    groups (``group_of``), in the order collected (the slow ones first), never split."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    config.option.loadscopereorder = False  # (its default: the groups of most tests first)
+    return ByGroup(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """pytest's per-test timeout (pyproject) stretched by MEMFS_TEST_SLOWDOWN. Each test
-    in its group (``group_of``), and the groups that hold a ``slow`` test first: in a
-    parallel run the long ones start at once, beside the rest, not last and alone."""
+    """pytest's per-test timeout (pyproject) stretched by MEMFS_TEST_SLOWDOWN. The groups
+    (``group_of``) that hold a ``slow`` test first, each as collected: in a parallel run
+    the long ones start at once, beside the rest, not last and alone."""
     if SLOWDOWN > 1:
         timeout = float(config.getini("timeout") or 0) * SLOWDOWN
         for item in items:
             if timeout and item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(timeout))
-    slow: set[str] = set()
-    for item in items:
-        group = group_of(item)
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
-        if item.get_closest_marker("slow") is not None:
-            slow.add(group)
-    items.sort(key=lambda item: group_of(item) not in slow)  # stable: else as collected
+    slow = {group_of(item.nodeid) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: group_of(item.nodeid) not in slow)  # stable
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
