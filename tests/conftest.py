@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,15 +23,30 @@ def group_of(nodeid: str) -> str:
     return "tests/cluster" if module.startswith("tests/cluster/") else module
 
 
+def is_slow(nodeid: str) -> bool:
+    """The test ``nodeid`` is marked ``slow`` (read from its function, class or module,
+    imported: pytest-xdist's controller, which schedules, collects no items)."""
+    path, *names = nodeid.split("::")
+    target: Any = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+    marks = list(getattr(target, "pytestmark", []))
+    for name in names:
+        target = getattr(target, name.split("[", 1)[0], None)
+        marks += getattr(target, "pytestmark", [])
+    return any(mark.name == "slow" for mark in marks)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With ``-n N`` (scripts/test), whatever ``--dist`` says: each worker is given whole
-    groups (``group_of``), in the order collected (the slow ones first), never split."""
+    groups (``group_of``), in the order collected (the slow ones first), but a ``slow``
+    test alone (with its module's module-scoped fixtures of its own, on its worker):
+    a module of several long crash tests would be one long run on one worker."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return group_of(nodeid)
+            group = group_of(nodeid)
+            return nodeid if group != "tests/cluster" and is_slow(nodeid) else group
 
     config.option.loadscopereorder = False  # (its default: the groups of most tests first)
     return ByGroup(config, log)
