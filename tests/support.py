@@ -147,16 +147,37 @@ def named(uid: int) -> int:
     """``uid``, made a user of this machine if it is none yet (``memfs-test-UID``, with
     a group of the same id): a personal memory's owner must be one (fusermount3 mounts
     only for a user with a name). Kept for later runs; returns ``uid``."""
+    if not _has_user(uid):
+        name = f"memfs-test-{uid}"
+        account(["groupadd", "-f", "-g", str(uid), name], check=True)
+        done = account(["useradd", "-u", str(uid), "-g", str(uid), "-M", "-N",
+                        "-d", "/nonexistent", "-s", "/usr/sbin/nologin", name])
+        # "already exists": another process (a parallel test worker) made it meanwhile
+        assert done.returncode == 0 or "already exists" in done.stderr, done.stderr
+    return uid
+
+
+def _has_user(uid: int) -> bool:
     try:
         pwd.getpwuid(uid)
     except KeyError:
-        name = f"memfs-test-{uid}"
-        subprocess.run(["groupadd", "-f", "-g", str(uid), name], check=True)
-        done = subprocess.run(["useradd", "-u", str(uid), "-g", str(uid), "-M", "-N",
-                               "-d", "/nonexistent", "-s", "/usr/sbin/nologin", name],
-                              capture_output=True, text=True)
-        assert done.returncode == 0 or "already exists" in done.stderr, done.stderr
-    return uid
+        return False
+    return True
+
+
+def account(argv: Sequence[str], *, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """``useradd``, ``userdel``, ``groupadd`` ... run until it did not find
+    /etc/passwd or /etc/group locked by another process (a parallel test worker, which
+    shadow's tools refuse as "cannot lock ...; try again later"), for at most
+    ``scaled(60)`` seconds; ``check``: fail unless it succeeded."""
+    deadline = time.monotonic() + scaled(60)
+    while True:
+        done = subprocess.run(list(argv), capture_output=True, text=True)
+        if "cannot lock" not in done.stderr or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert not check or done.returncode == 0, f"{argv}: {done.stderr}"
+    return done
 
 
 def children(pid: int) -> list[int]:

@@ -34,7 +34,16 @@ from mcp_types import Implementation
 from memfs.control.client import Client, PermissionDeniedError
 from tests.control.mcp.conftest import SETPRIV, call_error, call_ok
 from tests.control.mcp.test_mcp_personal import refusal
-from tests.support import MEMFS, REPO, Daemon, dump_toml, is_mounted, public_tmpdir, scaled
+from tests.support import (
+    MEMFS,
+    REPO,
+    Daemon,
+    account,
+    dump_toml,
+    is_mounted,
+    public_tmpdir,
+    scaled,
+)
 
 NOBODY = 65534
 _users = itertools.count()
@@ -72,8 +81,8 @@ def real_user(under: str = "/tmp") -> Iterator[User]:
     (home too) afterwards."""
     name = f"memfs-e2e-{os.getpid() % 100000}-{next(_users)}"
     home = public_tmpdir("memfs-e2e-", under) / "home"
-    subprocess.run(["useradd", "--create-home", "--home-dir", str(home), "--shell",
-                    "/bin/sh", "--user-group", name], check=True, capture_output=True)
+    account(["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/sh",
+             "--user-group", name], check=True)
     try:
         entry = pwd.getpwnam(name)
         user = User(name, entry.pw_uid, entry.pw_gid, home)
@@ -81,7 +90,7 @@ def real_user(under: str = "/tmp") -> Iterator[User]:
         os.chown(home / "run", user.uid, user.gid)
         yield user
     finally:
-        subprocess.run(["userdel", "--remove", name], capture_output=True, check=False)
+        account(["userdel", "--remove", name])
         shutil.rmtree(home, ignore_errors=True)
 
 

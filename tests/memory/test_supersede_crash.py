@@ -40,19 +40,23 @@ def test_a_supersede_killed_at_any_step_is_all_or_nothing(history: bool, order: 
     config["stores"]["team"]["history"] = history
     root = Path(config["root"])
     daemon = Daemon(config)
-    for index, step in enumerate(STEPS):
-        # "old-first": alpha is superseded by beta, so the old record's file sorts first
-        # (the order that a crash once left stuck for good); "new-first": the reverse.
-        old_title, new_title = (f"alpha {index}", f"beta {index}") if order == "old-first" \
+
+    def titles(index: int) -> tuple[str, str]:
+        """(old, new): "old-first": alpha is superseded by beta, so the old record's file
+        sorts first (the order that a crash once left stuck for good); "new-first": the
+        reverse."""
+        return (f"alpha {index}", f"beta {index}") if order == "old-first" \
             else (f"beta {index}", f"alpha {index}")
-        with daemon, connect_as(UID_A, daemon.socket) as alice:
-            old = record(alice, old_title)
-        new = f"{old[:10]}-{records.slugify(new_title)}"
+
+    with daemon, connect_as(UID_A, daemon.socket) as alice:
+        old = record(alice, titles(0)[0])
+    for index, step in enumerate(STEPS):
+        new = f"{old[:10]}-{records.slugify(titles(index)[1])}"
         assert (old < new) == (order == "old-first")
 
         with killed_at(config, step) as crashing, connect_as(UID_A, crashing.socket) as alice, \
                 pytest.raises(MemfsClientError):
-            record(alice, new_title, supersedes=old)
+            record(alice, titles(index)[1], supersedes=old)
 
         with daemon, connect_as(UID_A, daemon.socket) as alice:
             landed = decision_file(root, new).exists()
@@ -71,9 +75,12 @@ def test_a_supersede_killed_at_any_step_is_all_or_nothing(history: bool, order: 
             newest = record(alice, f"gamma {index}", supersedes=new if landed else old)
             assert alice.call("decision_show", store="team",
                               decision=newest)["status"] == "accepted"
+            # The next step's old record, by this same daemon (a start fewer per step)
+            following = record(alice, titles(index + 1)[0]) if index + 1 < len(STEPS) else ""
         assert list((root / "state" / "landing" / "team").iterdir()) == []
         if history:
             check_history(root, old, new, landed, step)
+        old = following
 
 
 def check_history(root: Path, old: str, new: str, landed: bool, step: str) -> None:
