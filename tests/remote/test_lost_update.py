@@ -195,9 +195,9 @@ ROUNDS = 4
 
 @pytest.fixture
 def crowd_daemon() -> Iterator[Daemon]:
-    """The standard daemon with two more agents that may write notes."""
+    """The standard daemon with three more agents that may write notes."""
     config = remote_config(public_tmpdir("memfs-remote-crowd-"), free_port())
-    for n, name in enumerate(("dave", "erin")):
+    for n, name in enumerate(("dave", "erin", "zed")):
         config["agents"][name] = {"uid": 2011 + n, "stores": {"notes": "read_write"}}
     started = Daemon(config, mount=True).start()
     try:
@@ -209,12 +209,12 @@ def crowd_daemon() -> Iterator[Daemon]:
 
 def test_no_acknowledged_write_is_lost(user: User, crowd_daemon: Daemon) -> None:
     """Four agents, each with its own remote mount, in rounds: all cat the shared file
-    through their mounts, then all write it at once with ``memfs --url`` (what they read
-    plus a line of their own). Every round exactly one write is acknowledged (all read
-    the same version; the first to land makes the others' reads stale) and the rest
-    are refused with exit 3. At the end the file holds every acknowledged line, in the
-    order of the history, and no refused one; the history (``memfs log``) has one
-    entry per acknowledged write and none for a refused one."""
+    (seeded by a fifth) through their mounts, then all write it at once with ``memfs
+    --url`` (what they read plus a line of their own). Every round exactly one write is
+    acknowledged (all read the same version; the first to land makes the others' reads
+    stale) and the rest are refused with exit 3. At the end the file holds every
+    acknowledged line, in the order of the history, and no refused one; the history
+    (``memfs log``) has one entry per acknowledged write and none for a refused one."""
     daemon = crowd_daemon
     rel = "notes/crowd/shared.md"
     mounts = [RemoteMount(user, daemon.http_url, daemon.token(name)) for name in WRITERS]
@@ -222,7 +222,10 @@ def test_no_acknowledged_write_is_lost(user: User, crowd_daemon: Daemon) -> None
         for mounted in mounts:
             mounted.start()
         crowd = [Agent(user, daemon, m.token_path, m) for m in mounts]
-        ok(crowd[0].write(rel, b"seed\n"))
+        # seeded by an agent that takes no part: a writer's own last write is not what
+        # makes it win the first round, its cat through the mount is
+        zed = Agent(user, daemon, token_file(user, daemon.token("zed"), "token-zed"))
+        ok(zed.write(rel, b"seed\n"))
         read_all = threading.Barrier(len(crowd))
         outcomes: dict[str, list[tuple[int, bytes]]] = {name: [] for name in WRITERS}
         failures: list[str] = []
