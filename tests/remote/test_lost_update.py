@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -194,80 +194,137 @@ ROUNDS = 4
 
 
 @pytest.fixture
-def crowd_daemon() -> Iterator[Daemon]:
-    """The standard daemon with three more agents that may write notes."""
+def crowd(user: User) -> Iterator[tuple[Agent, list[Agent]]]:
+    """The standard daemon with three more agents that may write notes; zed (with only
+    a token file) and the four WRITERS, each with its own remote mount."""
     config = remote_config(public_tmpdir("memfs-remote-crowd-"), free_port())
     for n, name in enumerate(("dave", "erin", "zed")):
         config["agents"][name] = {"uid": 2011 + n, "stores": {"notes": "read_write"}}
-    started = Daemon(config, mount=True).start()
+    daemon = Daemon(config, mount=True).start()
+    mounts = [RemoteMount(user, daemon.http_url, daemon.token(name)) for name in WRITERS]
     try:
-        yield started
+        for mounted in mounts:
+            mounted.start()
+        zed = Agent(user, daemon, token_file(user, daemon.token("zed"), "token-zed"))
+        yield zed, [Agent(user, daemon, m.token_path, m) for m in mounts]
     finally:
-        if started.alive():
-            started.stop()
+        for mounted in mounts:
+            mounted.stop()
+        if daemon.alive():
+            daemon.stop()
 
 
-def test_no_acknowledged_write_is_lost(user: User, crowd_daemon: Daemon) -> None:
+def run_all(work: Callable[[str, Agent], None], crowd: list[Agent]) -> None:
+    """``work(name, agent)`` for every writer at once, in threads; any exception of
+    theirs fails the test."""
+    failures: list[str] = []
+
+    def guarded(name: str, agent: Agent) -> None:
+        try:
+            work(name, agent)
+        except BaseException as error:  # reported below with the others
+            failures.append(f"{name}: {error!r}")
+
+    threads = [threading.Thread(target=guarded, args=(name, agent))
+               for name, agent in zip(WRITERS, crowd, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+
+
+def check_history(crowd: list[Agent], rel: str, acked: list[bytes], refused_: list[bytes]
+                  ) -> bytes:
+    """The file is the seed and then every acknowledged line, no refused one; its
+    history has one entry per acknowledged write besides the seed's, and every mount
+    shows that content."""
+    final = ok(crowd[1].memfs("cat", rel)).encode()
+    lines = final.splitlines(keepends=True)
+    assert lines[0] == b"seed\n" and sorted(lines[1:]) == sorted(acked), (lines, acked)
+    assert not set(refused_) & set(lines[1:])
+    log = ok(crowd[2].memfs("log", rel)).splitlines()
+    assert len(log) == 1 + len(acked), log
+    for agent in crowd:
+        assert agent.cat(rel) == final
+    return final
+
+
+def test_no_acknowledged_write_is_lost(crowd: tuple[Agent, list[Agent]]) -> None:
     """Four agents, each with its own remote mount, in rounds: all cat the shared file
     (seeded by a fifth) through their mounts, then all write it at once with ``memfs
     --url`` (what they read plus a line of their own). Every round exactly one write is
     acknowledged (all read the same version; the first to land makes the others' reads
     stale) and the rest are refused with exit 3. At the end the file holds every
-    acknowledged line, in the order of the history, and no refused one; the history
+    acknowledged line, in the order of the rounds, and no refused one; the history
     (``memfs log``) has one entry per acknowledged write and none for a refused one."""
-    daemon = crowd_daemon
-    rel = "notes/crowd/shared.md"
-    mounts = [RemoteMount(user, daemon.http_url, daemon.token(name)) for name in WRITERS]
-    try:
-        for mounted in mounts:
-            mounted.start()
-        crowd = [Agent(user, daemon, m.token_path, m) for m in mounts]
-        # seeded by an agent that takes no part: a writer's own last write is not what
-        # makes it win the first round, its cat through the mount is
-        zed = Agent(user, daemon, token_file(user, daemon.token("zed"), "token-zed"))
-        ok(zed.write(rel, b"seed\n"))
-        read_all = threading.Barrier(len(crowd))
-        outcomes: dict[str, list[tuple[int, bytes]]] = {name: [] for name in WRITERS}
-        failures: list[str] = []
+    zed, writers = crowd
+    rel = "notes/crowd/rounds.md"
+    # seeded by an agent that takes no part: a writer's own last write is not what
+    # makes it win the first round, its cat through the mount is
+    ok(zed.write(rel, b"seed\n"))
+    read_all = threading.Barrier(len(writers))
+    outcomes: dict[str, list[tuple[int, bytes]]] = {name: [] for name in WRITERS}
 
-        def work(name: str, agent: Agent) -> None:
-            try:
-                for round_ in range(ROUNDS):
-                    base = agent.cat(rel)
-                    read_all.wait(timeout=120)
-                    line = f"{name} round {round_}\n".encode()
-                    done = agent.write(rel, base + line)
-                    if done.returncode not in (0, CONFLICT):
-                        failures.append(f"{name}: exit {done.returncode}: {done.stderr!r}")
-                    outcomes[name].append((done.returncode, line))
-                    read_all.wait(timeout=120)  # all written before the next round's reads
-            except Exception as error:  # reported below with the others
-                failures.append(f"{name}: {error!r}")
-                read_all.abort()
+    def work(name: str, agent: Agent) -> None:
+        try:
+            for round_ in range(ROUNDS):
+                base = agent.cat(rel)
+                read_all.wait(timeout=120)
+                line = f"{name} round {round_}\n".encode()
+                done = agent.write(rel, base + line)
+                assert done.returncode in (0, CONFLICT), (done.returncode, done.stderr)
+                outcomes[name].append((done.returncode, line))
+                read_all.wait(timeout=120)  # all written before the next round's reads
+        except BaseException:
+            read_all.abort()  # the others stop waiting for this one
+            raise
 
-        threads = [threading.Thread(target=work, args=(name, agent))
-                   for name, agent in zip(WRITERS, crowd, strict=True)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert not failures, failures
-        acked = [line for results in outcomes.values() for code, line in results if code == 0]
-        lost = [line for results in outcomes.values() for code, line in results if code != 0]
-        print(f"{len(acked)} writes acknowledged, {len(lost)} refused "
-              f"({len(WRITERS)} agents x {ROUNDS} rounds)")
-        for round_ in range(ROUNDS):
-            winners = [name for name in WRITERS if outcomes[name][round_][0] == 0]
-            assert len(winners) == 1, (round_, winners)
-        final = ok(crowd[1].memfs("cat", rel)).encode()
-        lines = final.splitlines(keepends=True)
-        assert lines[0] == b"seed\n" and sorted(lines[1:]) == sorted(acked)
-        assert [int(line.split()[-1]) for line in lines[1:]] == list(range(ROUNDS))
-        assert not set(lost) & set(lines)
-        log = ok(crowd[2].memfs("log", rel)).splitlines()
-        assert len(log) == 1 + len(acked), log
-        for mounted, agent in zip(mounts, crowd, strict=True):
-            assert agent.cat(rel) == final, mounted.log()
-    finally:
-        for mounted in mounts:
-            mounted.stop()
+    run_all(work, writers)
+    acked = [line for results in outcomes.values() for code, line in results if code == 0]
+    lost = [line for results in outcomes.values() for code, line in results if code != 0]
+    print(f"in rounds: {len(acked)} writes acknowledged, {len(lost)} refused "
+          f"({len(WRITERS)} agents x {ROUNDS} rounds)")
+    for round_ in range(ROUNDS):
+        winners = [name for name in WRITERS if outcomes[name][round_][0] == 0]
+        assert len(winners) == 1, (round_, winners)
+    final = check_history(writers, rel, acked, lost)
+    assert [int(line.split()[-1]) for line in final.splitlines()[1:]] == list(range(ROUNDS))
+
+
+LINES = 3
+
+
+def test_writers_that_reread_on_conflict_lose_nothing(crowd: tuple[Agent, list[Agent]]
+                                                      ) -> None:
+    """No lock-step: four agents each add LINES lines to one file as fast as they can,
+    each a cat through its mount and a ``memfs --url`` write of that plus its line, and
+    on exit 3 read again and retry. Every line lands exactly once, in each agent's
+    order; the history holds exactly the acknowledged writes."""
+    zed, writers = crowd
+    rel = "notes/crowd/free.md"
+    ok(zed.write(rel, b"seed\n"))
+    acked: list[bytes] = []
+    refusals: list[bytes] = []
+
+    def work(name: str, agent: Agent) -> None:
+        for n in range(LINES):
+            line = f"{name} line {n}\n".encode()
+            for _attempt in range(60):
+                done = agent.write(rel, agent.cat(rel) + line)
+                if done.returncode == 0:
+                    acked.append(line)
+                    break
+                assert done.returncode == CONFLICT, (done.returncode, done.stderr)
+                refusals.append(line)
+            else:
+                raise AssertionError(f"{name}: line {n} refused 60 times")
+
+    run_all(work, writers)
+    print(f"free-running: {len(acked)} writes acknowledged, {len(refusals)} refused "
+          f"({len(WRITERS)} agents x {LINES} lines)")
+    assert len(acked) == len(WRITERS) * LINES
+    final = check_history(writers, rel, acked, [])
+    for name in WRITERS:
+        mine = [line for line in final.splitlines() if line.startswith(name.encode() + b" ")]
+        assert mine == [f"{name} line {n}".encode() for n in range(LINES)], mine
