@@ -398,7 +398,9 @@ class HttpTransport:
 
     def _op_stat(self, path: str) -> dict[str, Any]:
         _, headers, _ = self.request("HEAD", self._file(path))
-        return self._version(path, headers, int(headers.get("Content-Length") or 0))
+        result = self._version(path, headers, int(headers.get("Content-Length") or 0))
+        result["seen"] = headers.get("X-Memfs-Seen") or None  # empty: the agent saw none
+        return result
 
     def _op_show(self, path: str, rev: str, offset: int = 1, limit: int | None = None,
                  encoding: str = "text") -> dict[str, Any]:

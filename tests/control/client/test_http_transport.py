@@ -95,8 +95,9 @@ def test_files_round_trip(connect: Connect, request: pytest.FixtureRequest) -> N
     data, meta = alice.read_bytes(f"/memory/{path}")
     assert data == b"one\ntwo\nthree" and meta["size"] == 13
     info = alice.stat(path)
-    assert (info["digest"], info["size"], info["changed_since_last_read"]) == \
-        (made["digest"], 13, False)
+    assert (info["digest"], info["size"], info["changed_since_last_read"], info["seen"]) == \
+        (made["digest"], 13, False, made["digest"])
+    assert connect("bob").stat(path)["seen"] is None  # bob never read it
     appended = alice.write(path, b"\nfour\n", append=True)
     assert appended["previous_digest"] == made["digest"]
     edited = alice.edit(path, ["s/one/ONE/"])
