@@ -2,23 +2,25 @@
 atomic durable commits, symlink-proof access to the backing directory, and git
 history. Its folders follow a change through the pipeline:
 
-* `engine` (``Engine``): the way in, a facade. It checks who is asking and what they
-  may do (its ``access``), and hands each read and write to the parts below; its
-  views ``engine.history`` (`history.view`) and ``engine.unrecorded``
-  (`read.unrecorded`) are reads of their own. `parts` builds what an engine is made
-  of (the stores, seen records, staging, access), for the daemon's composition root
-  to hand it.
+* `engine` (``Engine``): the way in, a facade that passes each call on (its docstring
+  maps where): who is asking and what they may do to its ``access``
+  (`access.access`), an agent's reads to its ``reads`` (`read.reads`), its changes to
+  its ``writes`` (`write.writes`); its views ``engine.history`` (`history.view`) and
+  ``engine.unrecorded`` (`read.unrecorded`) are reads of their own. `parts` builds
+  what an engine is made of (the stores, seen records, staging, access), for the
+  daemon's composition root to hand it.
 * `access/`: who is asking and what they may touch (`access.access`), and a personal
   memory's agents (`access.agents`).
-* `write/`: a change on its way in: queued and batched (`write.batch`), checked against
-  what the writer saw and landed (`write.landing`), its bytes staged (`write.staging`),
-  its intent kept for crash recovery (`write.intents`), the store's lock and the last
-  step of a landing (`write.store`), and the store's change counter
+* `write/`: a change on its way in: taken from an agent, or from the memory model as
+  one step of several files (`write.writes`), queued and batched (`write.batch`),
+  checked against what the writer saw and landed (`write.landing`), its bytes staged
+  (`write.staging`), its intent kept for crash recovery (`write.intents`), the store's
+  lock and the last step of a landing (`write.store`), and the store's change counter
   (`write.generation`).
-* `read/`: a file's version (`read.versions`), where a read is recorded
-  (`read.seen`), pages of lines (`read.pages`), the web view's reads that record
-  nothing (`read.unrecorded`), the names a `NotFound` suggests (`read.near`), and
-  their cache (`read.lru`).
+* `read/`: an agent's reads, recorded as seen (`read.reads`), a file's version
+  (`read.versions`), where a read is recorded (`read.seen`), pages of lines
+  (`read.pages`), the web view's reads that record nothing (`read.unrecorded`), the
+  names a `NotFound` suggests (`read.near`), and their cache (`read.lru`).
 * `history/`: the git history: a store's repository (`history.store_history`) with its
   roles, writing commits (`history.writer`), packing (`history.maintenance`) and
   reading (`history.reader`) over what they share (`history.repo`), an agent's log,

@@ -1,8 +1,9 @@
 """The parts of an `Engine` (memfs/store/engine.py), built from the config by whoever
 composes the program (the daemon's composition root, memfs/daemon/serve.py; a test; a
 benchmark) and handed to it: the root's folders made, each store opened, the seen
-records, the staging area, and identity and access. The engine builds only what needs
-itself: each store's batch queue and its two read views.
+records, the staging area, and identity and access. The engine builds only the views
+of them it passes calls to: its reads, its writes (with each store's batch queue) and
+its history and unrecorded reads.
 """
 
 from __future__ import annotations
