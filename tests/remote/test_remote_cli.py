@@ -25,7 +25,9 @@ def test_refusals_say_why(tmp_path: Path) -> None:
     assert done.returncode == 2 and "chmod 600" in done.stderr
     token.chmod(0o600)
     done = mount("ftp://example", str(where), env={"MEMFS_TOKEN_FILE": str(token)})
-    assert done.returncode == 2 and "not an http(s) URL" in done.stderr
+    assert done.returncode == 2 and "must start with https:// or http://" in done.stderr
+    done = mount("http://192.0.2.1:8420", str(where), env={"MEMFS_TOKEN_FILE": str(token)})
+    assert done.returncode == 2 and "clear text" in done.stderr  # the CLI's --url rule
     done = mount("http://127.0.0.1:9", str(where), "--token-file", str(token), "--wait", "0.3")
     assert done.returncode == 1 and "cannot reach the daemon at http://127.0.0.1:9" in \
         done.stderr

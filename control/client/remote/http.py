@@ -19,7 +19,9 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
+
+from memfs.control.client.http import parse_url
 
 log = logging.getLogger("memfs.remote")
 
@@ -53,18 +55,14 @@ class Daemon:
 
     def __init__(self, url: str, token: str, *, wait: float = 5.0,
                  cafile: str | None = None) -> None:
-        """``url``: ``http://HOST:PORT`` or ``https://...``; raises ValueError for any
-        other. ``wait``: how long a request keeps trying to reach the daemon;
-        ``cafile``: the certificates to trust for https (default: the system's)."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r} (e.g. https://memory.example:8420)")
-        self.url = f"{parts.scheme}://{parts.netloc}"
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)
-        self._prefix = parts.path.rstrip("/")
-        self._tls = ssl.create_default_context(cafile=cafile) if self._https else None
+        """``url``: checked as the CLI's ``--url`` is (`parse_url`: https, or plain http
+        to a loopback host only); raises InvalidError. ``wait``: how long a request
+        keeps trying to reach the daemon; ``cafile``: the certificates to trust for
+        https (default: the system's)."""
+        scheme, self._host, self._port, self._prefix = parse_url(url)
+        host = f"[{self._host}]" if ":" in self._host else self._host  # IPv6 literal
+        self.url = f"{scheme}://{host}:{self._port}"
+        self._tls = ssl.create_default_context(cafile=cafile) if scheme == "https" else None
         self._auth = f"Bearer {token}"
         self.wait = wait
         self._idle: list[http.client.HTTPConnection] = []

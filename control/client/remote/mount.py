@@ -19,6 +19,7 @@ import pyfuse3
 import trio
 
 from memfs.config import SEARCH_TOOLS
+from memfs.control.client.client import InvalidError
 from memfs.control.client.remote.cache import CONTENT_BYTES, Cache
 from memfs.control.client.remote.http import Daemon, Refused, Unreachable
 from memfs.control.client.remote.ops import RemoteView
@@ -56,7 +57,7 @@ def run(url: str, mountpoint: str, token_file: str | None, *, stale_ok: float = 
                     "0600, holding a token from `memfs token create AGENT` on the daemon's host")
     try:
         daemon = Daemon(url, read_token_file(path), wait=wait, cafile=cafile)
-    except (TokenFileError, ValueError) as error:
+    except (TokenFileError, InvalidError) as error:
         return fail(EXIT_USAGE, str(error))
     except OSError as error:  # the CA file
         return fail(EXIT_USAGE, f"{cafile}: {error.strerror or error}")
