@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from memfs.control.http.files import Api, agent_of
@@ -130,7 +130,8 @@ def routes(api: Api, feed: live.CommitFeed | None) -> list[Route]:
         try:
             stream = feed.open(agent, queue=QUEUE)
         except live.TooManyStreams as error:
-            return PlainTextResponse(str(error), 503, headers={"Retry-After": "5"})
+            # busy, as the OpenAPI document says: problem+json from the one error table
+            raise Problem("busy", str(error), headers={"Retry-After": "5"}) from None
 
         def alive() -> bool:
             return isinstance(token_id, str) and tokens.active(token_id) is not None

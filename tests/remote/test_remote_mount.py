@@ -327,3 +327,30 @@ def test_a_revoked_token_is_eacces_everywhere(user: User, daemon: Daemon) -> Non
         assert wait_for(lambda: "the change stream stopped" in remote.log(), 20)
     finally:
         remote.stop()
+
+
+def test_a_stream_past_the_agents_limit_is_busy_problem_json(daemon: Daemon) -> None:
+    """/v1/events past PER_AGENT streams of one agent: 503 `busy` as the OpenAPI
+    document says, problem+json from the one error table, with Retry-After."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from memfs.control.http.web.live import PER_AGENT
+
+    token = daemon.token("alice")
+    where = urlsplit(daemon.http_url)
+    held = []
+    try:
+        for _ in range(PER_AGENT):
+            conn = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
+            conn.request("GET", "/v1/events", headers={"Authorization": f"Bearer {token}"})
+            response = conn.getresponse()
+            assert response.status == 200
+            held.append(conn)
+        status, body = rest(daemon, token, "GET", "/v1/events")
+    finally:
+        for conn in held:
+            conn.close()
+    assert status == 503, body
+    problem = json.loads(body)
+    assert problem["code"] == "busy" and problem["status"] == 503, problem
