@@ -14,6 +14,15 @@ is revalidated with ``If-None-Match`` (a 304 is still a read). The kernel keeps 
 file's pages across opens only while the version is the same; a handle whose size
 differs from what the kernel was told reads with direct I/O.
 
+Kernel caches. Attributes the kernel may keep (ENTRY_TIMEOUT, while the change stream
+is up) are given only in answer to a getattr: the kernel asked for an inode it holds,
+so a change's invalidation that overtakes the answer makes the kernel drop it (its
+attribute version moved on). A lookup or readdirplus answer may instead create the
+inode, and an invalidation sent just before that finds nothing to invalidate: the
+stale answer would then stand for ENTRY_TIMEOUT. So those answers carry attributes
+the kernel must ask for again (timeout 0; the entry itself is kept: a name gone since
+then fails that getattr and the open with ENOENT).
+
 Errors. The token refused (revoked): EACCES for everything. The daemon unreachable
 for ``wait`` seconds: ETIMEDOUT, unless ``stale_ok`` lets what was cached within that
 many seconds of losing the daemon be served (an open served so is recorded nowhere).
@@ -58,6 +67,13 @@ T = TypeVar("T")
 
 def _fail(code: int) -> pyfuse3.FUSEError:
     return pyfuse3.FUSEError(code)
+
+
+def _unkept(attrs: pyfuse3.EntryAttributes) -> pyfuse3.EntryAttributes:
+    """``attrs`` for a lookup or readdirplus answer: the kernel keeps the entry but asks
+    for the attributes again (see "Kernel caches" above)."""
+    attrs.attr_timeout = 0.0
+    return attrs
 
 
 def guarded(handler: Callable[P, Coroutine[Any, Any, T]]
@@ -233,7 +249,7 @@ class RemoteView(pyfuse3.Operations):
         if parent.ino == ROOT:
             if text not in await self._stores():
                 raise _fail(errno.ENOENT)
-            return await self._node_attrs(self.cache.child(parent, text, True))
+            return _unkept(await self._node_attrs(self.cache.child(parent, text, True)))
         if not parent.is_dir:
             raise _fail(errno.ENOTDIR)
         listing = await self._listing(parent.store, parent.rel)
@@ -241,8 +257,8 @@ class RemoteView(pyfuse3.Operations):
         if entry is None:
             raise _fail(errno.ENOENT)
         node = self.cache.child(parent, text, entry.is_dir)
-        return self._attrs(node, entry.is_dir, entry.size, entry.mtime_ns, entry.ctime_ns,
-                           listing)
+        return _unkept(self._attrs(node, entry.is_dir, entry.size, entry.mtime_ns,
+                                   entry.ctime_ns, listing))
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         return None  # inodes stay for the mount's life (stable per path)
@@ -287,7 +303,7 @@ class RemoteView(pyfuse3.Operations):
                 entries.append((os.fsencode(name), self._attrs(
                     child, entry.is_dir, entry.size, entry.mtime_ns, entry.ctime_ns, listing)))
         fh = next(self._next_fh)
-        self._dirs[fh] = entries
+        self._dirs[fh] = [(name, _unkept(attrs)) for name, attrs in entries]
         return fh
 
     @guarded
