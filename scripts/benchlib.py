@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 RESULTS_VARIABLE = "MEMFS_BENCH_RESULTS"
-_GOAL = re.compile(r"(<=|>=|<|>) ?([0-9.]+)x?")
+BOUND = re.compile(r"(<=|>=|<|>) ?([0-9.]+)x?")  # a bare bound of a ratio: "<= 1.5"
 
 
 def record(figure: str, memfs: str, *, baseline: str = "", ratio: float | None = None,
@@ -33,7 +33,7 @@ def record(figure: str, memfs: str, *, baseline: str = "", ratio: float | None =
     issues' goal, e.g. "<= 1.5" (of the ratio) or "p99 <= 100 ms"; ``met``: whether the
     goal was met; when not given and ``goal`` is a bare bound ("<= 1.5", ">= 0.8x"), it
     is the ratio's comparison with it."""
-    if met is None and ratio is not None and (bound := _GOAL.fullmatch(goal.strip())):
+    if met is None and ratio is not None and (bound := BOUND.fullmatch(goal.strip())):
         limit = float(bound[2])
         met = {"<=": ratio <= limit, ">=": ratio >= limit, "<": ratio < limit,
                ">": ratio > limit}[bound[1]]

@@ -34,7 +34,7 @@ from typing import Any
 if str(Path(__file__).resolve().parent) not in sys.path:  # imported (the tests)
     sys.path.append(str(Path(__file__).resolve().parent))
 
-from benchlib import busy_seconds, loadavg
+from benchlib import BOUND, busy_seconds, loadavg
 
 REPO = Path(__file__).resolve().parent.parent
 PAGE = "docs/speed.md"
@@ -178,7 +178,8 @@ def render(records: list[Record]) -> str:
     for bench in [*run["benches"], *dict.fromkeys(strays)]:
         lines.append(bench_row(bench, records, cpus))
         for figure in (r for r in records if r["kind"] == "figure" and r["bench"] == bench):
-            ratio = "" if figure["ratio"] is None else f"{figure['ratio']:.2f}x"
+            ratio = "" if figure["ratio"] is None else ratio_text(figure["ratio"],
+                                                                  figure["goal"])
             met = {True: "yes", False: "**no**", None: ""}[figure["met"]]
             lines.append(f"| {cell(figure['figure'])} | {cell(figure['memfs'])} | "
                          f"{cell(figure['baseline'])} | {ratio} | {cell(figure['goal'])} | "
@@ -187,6 +188,17 @@ def render(records: list[Record]) -> str:
         lines.append(f"| **`{bench}.py`**: not run (`--only`) | | | | | |")
     lines += ["", DATA_START, *(json.dumps(r, sort_keys=True) for r in records), DATA_END]
     return "\n".join(lines) + "\n"
+
+
+def ratio_text(ratio: float, goal: str) -> str:
+    """Two decimals, or as many more as tell it from a bare goal's bound (1.5004 is not
+    within "<= 1.5", and is not shown as 1.50)."""
+    bound = BOUND.fullmatch(goal.strip())
+    digits = 2
+    while bound and digits < 6 and f"{ratio:.{digits}f}" == f"{float(bound[2]):.{digits}f}" \
+            and ratio != float(bound[2]):
+        digits += 1
+    return f"{ratio:.{digits}f}x"
 
 
 def bench_row(bench: str, records: list[Record], cpus: int) -> str:

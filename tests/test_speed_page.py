@@ -184,3 +184,11 @@ def test_the_steps_scripts_bench_calls(tmp_path: Path) -> None:
     done = subprocess.run([*step, "write", str(broken), str(tmp_path / "other.md")],
                           capture_output=True, text=True)
     assert done.returncode == 1 and "line 1: not JSON" in done.stderr
+
+
+def test_a_ratio_just_past_its_goal_is_not_shown_as_within() -> None:
+    assert speed_page.ratio_text(1.5047, "<= 1.5") == "1.505x"
+    assert speed_page.ratio_text(0.79996, ">= 0.8x") == "0.79996x"
+    assert speed_page.ratio_text(1.5, "<= 1.5") == "1.50x"
+    assert speed_page.ratio_text(1.5047, "p99 <= 100 ms") == "1.50x"
+    assert speed_page.ratio_text(1.234, "") == "1.23x"
