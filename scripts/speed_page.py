@@ -11,6 +11,10 @@ scripts/bench calls it three ways:
   page gives how busy the machine was during each), and at its end its exit status;
 * ``speed_page.py write RESULTS PAGE``: the run's end, then the page.
 
+And by hand, after a change to how the page is laid out: ``speed_page.py render PAGE``
+writes the page again from the records it carries (the same run's figures, nothing
+measured anew).
+
 Between those, each benchmark appends its figures itself (benchlib.record, told where
 by $MEMFS_BENCH_RESULTS). The page is `render` of the records, and ends with them, in
 an HTML comment, so that `parse` gets them back: the page is well formed exactly when
@@ -250,8 +254,16 @@ def main() -> int:
     last = steps.add_parser("write", help="the run's end, then the page")
     last.add_argument("results", type=Path)
     last.add_argument("page", type=Path)
+    again = steps.add_parser("render", help="a page again, from the records it carries")
+    again.add_argument("page", type=Path)
     args = parser.parse_args()
-    if args.step == "begin":
+    if args.step == "render":
+        try:
+            args.page.write_text(render(parse(args.page.read_text())))
+        except PageError as error:
+            print(f"speed_page: {args.page}: {error}", file=sys.stderr)
+            return 1
+    elif args.step == "begin":
         append(args.results, begin(args.benches, [b for b in args.left_out.split(",") if b],
                                    args.options))
     elif args.step == "mark":

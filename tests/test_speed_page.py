@@ -179,6 +179,9 @@ def test_the_steps_scripts_bench_calls(tmp_path: Path) -> None:
     assert "**`bench_one.py`** **failed (exit status 2)** (no figures recorded)" in text
     assert "**`bench_two.py`**: not run (`--only`)" in text
     assert speed_page.render(speed_page.parse(text)) == text
+    page.write_text(text + "edited by hand\n")
+    subprocess.run([*step, "render", str(page)], check=True)
+    assert page.read_text() == text, "render writes the page from its records alone"
     broken = tmp_path / "broken.jsonl"
     broken.write_text("not json\n")
     done = subprocess.run([*step, "write", str(broken), str(tmp_path / "other.md")],
