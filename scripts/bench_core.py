@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchlib import timings
+from benchlib import record, timings
 
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
 
@@ -45,6 +45,9 @@ def bench_append(daemon: Daemon, n: int = 100) -> None:
                 "commit stores the whole new file)"
             print(f"append of 100 B, history {history:3s}: to a 4 MiB file {ms(on_big)}; "
                   f"to a 4 KiB file {ms(on_small)}; ratio {ratio:.2f} {goal}")
+            record(f"append of 100 B to a 4 MiB file, history {history}", ms(on_big),
+                   baseline=f"the same append to a 4 KiB file: {ms(on_small)}", ratio=ratio,
+                   goal="<= 2" if store == "fast" else "")
 
 
 def bench_cat_startup(daemon: Daemon, n: int = 30) -> None:
@@ -61,6 +64,8 @@ def bench_cat_startup(daemon: Daemon, n: int = 30) -> None:
     ratio = statistics.median(ours) / statistics.median(base)
     print(f"`memfs cat` small file, whole process: median {ms(ours)}; "
           f"`python3 -c pass`: {ms(base)}; ratio {ratio:.2f} (goal <= 2.0)")
+    record("`memfs cat` of a small file, whole process (median)", ms(ours),
+           baseline=f"`python3 -c pass`: {ms(base)}", ratio=ratio, goal="<= 2")
 
 
 def main() -> None:

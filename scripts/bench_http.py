@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
-from benchlib import MachineLoad, ProcessCpu, timings
+from benchlib import MachineLoad, ProcessCpu, record, timings
 
 from memfs.control.client import Client
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
@@ -93,6 +93,10 @@ def bench_latency(daemon: Daemon, token: str, n: int = 600) -> None:
     print(f"  ratio               {ratio:7.2f}    {'OK' if ratio <= 2.5 else 'ABOVE GOAL'}"
           " (goal <= 2.5)")
     print(f"  HTTP (httpx)        {us(over_httpx)}   (a typical Python client, for reference)")
+    record("HTTP GET of 1 KiB, one keep-alive connection (median)",
+           f"{statistics.median(over_http) * 1e6:.0f} us",
+           baseline=f"the socket client's read: {statistics.median(over_socket) * 1e6:.0f} us",
+           ratio=ratio, goal="<= 2.5")
 
 
 def bench_concurrent(daemon: Daemon, token: str, clients_n: int = 16,
@@ -120,6 +124,9 @@ def bench_concurrent(daemon: Daemon, token: str, clients_n: int = 16,
     print(f"  socket client  {socket_rate:8.0f} requests/s")
     print(f"  ratio HTTP / socket {ratio:5.2f}   {'OK' if ratio >= 0.6 else 'BELOW GOAL'}"
           " (goal >= 0.6)")
+    record(f"{clients_n} clients reading 1 KiB over HTTP", f"{http_rate:,.0f} requests/s",
+           baseline=f"{clients_n} socket clients: {socket_rate:,.0f} requests/s", ratio=ratio,
+           goal=">= 0.6")
 
 
 REPO = Path(__file__).resolve().parent.parent

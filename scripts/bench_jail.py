@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchlib import MachineLoad, ProcessCpu, in_turn, median_ms, wait_idle
+from benchlib import MachineLoad, ProcessCpu, in_turn, median_ms, record, wait_idle
 
 from memfs.control.client import Client
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
@@ -105,6 +105,10 @@ def bench_search(client: Client, stores_dir: Path, n: int) -> None:
             f"{median_ms(base):6.2f} ms; ratio {ratio:.2f} (goal <= 1.3: {verdict})"
             f"{'' if same else '  [outputs differ!]'}"
         )
+        record(f"jailed search via the client over {FILES:,} files, {label} (median)",
+               f"{median_ms(ours):.2f} ms" + ("" if same else " (outputs differ!)"),
+               baseline=f"raw `rg` on the backing folder: {median_ms(base):.2f} ms",
+               ratio=ratio, goal="<= 1.3", met=None if same else False)
 
 
 def bench_edit(client: Client, n: int) -> None:
@@ -138,6 +142,9 @@ def bench_edit(client: Client, n: int) -> None:
         f"(b) sed edit via client: median {median_ms(a):.2f} ms; versioned replace + 2 bare "
         f"`sed --sandbox`: {median_ms(b):.2f} ms; ratio {ratio:.2f} (goal <= 1.0: {verdict})"
     )
+    record("a sed edit via the client (median)", f"{median_ms(a):.2f} ms",
+           baseline=f"a versioned replace + 2 bare `sed --sandbox`: {median_ms(b):.2f} ms",
+           ratio=ratio, goal="<= 1.0")
 
 
 def bench_start_cost(n: int) -> None:
@@ -171,6 +178,10 @@ def bench_start_cost(n: int) -> None:
                 f"{median_ms(b):.2f} ms; jail's own cost per call "
                 f"{median_ms(a) - median_ms(b):+.2f} ms"
             )
+            record("the jail's start: jailed `sed --sandbox -n p` on empty input (median)",
+                   f"{median_ms(a):.2f} ms (its own cost {median_ms(a) - median_ms(b):+.2f} ms)",
+                   baseline=f"the same sed unjailed (fork + exec): {median_ms(b):.2f} ms",
+                   ratio=median_ms(a) / median_ms(b))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -207,6 +218,10 @@ def bench_grep_process(daemon: Daemon, stores_dir: Path, n: int) -> None:
         ratio = median_ms(a) / median_ms(b)
         print(f"    {label:15s} `memfs grep` {median_ms(a):7.2f} ms; raw `rg` {median_ms(b):7.2f}"
               f" ms; ratio {ratio:.2f} (goal <= 1.5: {'ok' if ratio <= 1.5 else 'MISSED'})")
+        record(f"`memfs grep` over {BIG_FILES:,} files, whole process, {label} (median)",
+               f"{median_ms(a):.2f} ms",
+               baseline=f"raw `rg` on the backing folder, whole process: {median_ms(b):.2f} ms",
+               ratio=ratio, goal="<= 1.5")
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchlib import commands_side_by_side, median_ms, timed
+from benchlib import commands_side_by_side, median_ms, record, timed
 
 from tests.memory.conftest import memory_config
 from tests.support import UID_B, Daemon, connect_as, public_tmpdir
@@ -36,6 +36,9 @@ def bench_claim(daemon: Daemon, n: int = 300) -> None:
     print(f"task claim + release: {median_ms(cycles):.3f} ms; versioned 4 KiB replace: "
           f"{median_ms(replaces):.3f} ms; "
           f"ratio {median_ms(cycles) / median_ms(replaces):.2f} (goal <= 1.5)")
+    record("task claim + release over the socket (median)", f"{median_ms(cycles):.3f} ms",
+           baseline=f"a versioned 4 KiB replace: {median_ms(replaces):.3f} ms",
+           ratio=median_ms(cycles) / median_ms(replaces), goal="<= 1.5")
 
 
 def fill(daemon: Daemon) -> None:
@@ -81,6 +84,10 @@ def bench_brief(daemon: Daemon, n: int = 20) -> None:
           f"process: {median_ms(ours):.2f} ms; "
           f"`memfs cat` of a small file: {median_ms(base):.2f} ms; "
           f"ratio {median_ms(ours) / median_ms(base):.2f} (goal <= 3)")
+    record(f"`memfs brief` on {SESSIONS} sessions, {TASKS} tasks, {DECISIONS} decisions, "
+           "whole process (median)", f"{median_ms(ours):.2f} ms",
+           baseline=f"`memfs cat` of a small file: {median_ms(base):.2f} ms",
+           ratio=median_ms(ours) / median_ms(base), goal="<= 3")
 
 
 def main() -> None:

@@ -51,7 +51,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchlib import MachineLoad, ProcessCpu, wait_idle  # noqa: E402
+from benchlib import MachineLoad, ProcessCpu, record, wait_idle  # noqa: E402
 
 from memfs.daemon.serve import rg_binary  # noqa: E402
 from tests.daemon.test_personal import personal_config  # noqa: E402
@@ -373,6 +373,24 @@ def main() -> int:
               "every byte a FUSE READ)")
         print(f"  backing, page cache       {bn:8.0f} MB/s")
         print(load.report(cpu))
+        ceiling = "the minimal pyfuse3 + trio read-only daemon on the same files"
+        record(f"open+read+close of {FILES:,} files of {FILE_SIZE // 1024} KiB through the "
+               "mount (median)", f"{fm:,.0f} files/s (daemon CPU "
+               f"{ours.cpu_per_file_us():.0f} us a file)",
+               baseline=f"{ceiling}: {ff:,.0f} files/s", ratio=ratio, goal=f">= {GOAL_FILES}")
+        record(f"`rg -c` over those {FILES:,} files through the mount (median)",
+               f"{rm * 1000:.1f} ms", baseline=f"{ceiling}: {rf * 1000:.1f} ms",
+               ratio=rm / rf, goal=f"<= {GOAL_RG}")
+        record("open+read+close of those files through a personal memory's mount (median)",
+               f"{fp:,.0f} files/s", baseline=f"{ceiling}: {ff:,.0f} files/s", ratio=fp / ff)
+        record("`rg -c` over those files through a personal memory's mount (median)",
+               f"{rp * 1000:.1f} ms", baseline=f"{ceiling}: {rf * 1000:.1f} ms", ratio=rp / rf)
+        record(f"sequential read of {BIG >> 20} MiB through the mount, its pages cached",
+               f"{bm:,.0f} MB/s", baseline=f"the backing file (page cache): {bn:,.0f} MB/s",
+               ratio=bm / bn, goal=">= 0.5")
+        record(f"sequential read of {BIG >> 20} MiB through the mount, its pages dropped",
+               f"{bc:,.0f} MB/s", baseline=f"the backing file (page cache): {bn:,.0f} MB/s",
+               ratio=bc / bn)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0

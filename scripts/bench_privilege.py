@@ -55,7 +55,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench_mount import BIG, FILES, PATTERN, child, plant  # noqa: E402
-from benchlib import ProcessCpu, in_turn_measured  # noqa: E402
+from benchlib import ProcessCpu, in_turn_measured, record  # noqa: E402
 
 from memfs.control.client import Client  # noqa: E402
 from tests.support import (  # noqa: E402
@@ -173,6 +173,11 @@ def report(what: str, samples: list[list[float]], unit: str = "ms", scale: float
               f"{verdict(personal / root)}")
     else:
         print(f"  {ratios[0]}   {ratios[1]}   (for the record: no goal)")
+    for name, value in (("the system daemon (unprivileged)", system),
+                        ("a personal daemon (started by a user)", personal)):
+        record(f"{what.strip()} (median), {name}", f"{value * scale:.2f} {unit}",
+               baseline=f"the root daemon it replaces: {root * scale:.2f} {unit}",
+               ratio=value / root, goal=f"<= {GOAL}" if goal else "")
 
 
 @contextlib.contextmanager

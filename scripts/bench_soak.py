@@ -26,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchlib import record
+
 from memfs.control.client import Client
 from tests.support import PYTHON, UID_A, Daemon, connect_as, public_tmpdir, standard_config
 
@@ -205,6 +207,10 @@ def run(base: Path, minutes: float, interval: float, history: bool) -> int:
           f"{'OK' if growth <= GOAL else 'ABOVE GOAL'}, goal <= {GOAL - 1:+.0%})")
     if counts.errors:
         print(f"{len(counts.errors)} errors, first: {counts.errors[:3]}")
+    record(f"the daemon's RSS over the last third of a {minutes:g}-minute soak",
+           f"{end['VmRSS'] / 1024:.1f} MB at the end ({len(counts.errors)} errors)",
+           baseline=f"at {third[0]:.0f} s: {third[1]['VmRSS'] / 1024:.1f} MB", ratio=growth,
+           goal=f"<= {GOAL}", met=growth <= GOAL and not counts.errors)
     return 0 if not counts.errors else 1
 
 

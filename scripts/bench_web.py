@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
+from benchlib import record
 
 from tests.support import UID_A, Daemon, connect_as, public_tmpdir, standard_config
 
@@ -97,6 +98,8 @@ def report(name: str, seconds: float, baselines: list[tuple[str, float]]) -> Non
     verdict = "ok" if seconds < GOAL else "SLOW"
     against = "; ".join(f"{label} {ms(value).strip()}" for label, value in baselines)
     print(f"{name:<44} {ms(seconds)}  [{verdict}: goal < {GOAL:.0f} s]  baseline: {against}")
+    record(f"web view: {name}, store of {FILES:,} files and commits (median)",
+           ms(seconds).strip(), baseline=against, goal=f"< {GOAL:.0f} s", met=seconds < GOAL)
 
 
 def main() -> None:

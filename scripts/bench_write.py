@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchlib import MachineLoad, ProcessCpu, ThreadCpu, in_turn_split, percentile_ms
+from benchlib import MachineLoad, ProcessCpu, ThreadCpu, in_turn_split, percentile_ms, record
 
 from memfs.control.client import Client
 from tests.support import (
@@ -86,7 +86,7 @@ def ms(seconds: float) -> str:
 # -- one replace ----------------------------------------------------------------------
 
 
-def bench_replace(daemon: Daemon, meter: ProcessCpu, base: Path, n: int) -> None:
+def bench_replace(daemon: Daemon, meter: ProcessCpu, base: Path, n: int, where: str) -> None:
     bare_dir = base / "bare-replace"
     bare_dir.mkdir()
     with connect_as(UID_A, daemon.socket) as client:
@@ -114,6 +114,14 @@ def bench_replace(daemon: Daemon, meter: ProcessCpu, base: Path, n: int) -> None
           f"{cpu_on:.0f} us ({user_on:.0f} + {sys_on:.0f}); on / off {on / off:.2f}")
     print(f"  history off, 4 KiB of text (sent as text, not base64): {ms(text)}, ratio "
           f"{text / bare:.2f}; daemon CPU {cpu_text:.0f} us")
+    bare_text = f"a bare durable write (temp file, fsync, rename, fsync of the folder): {ms(bare)}"
+    for history, p50, cpu_us, goal in (("off", off, cpu_off, "<= 1.5"),
+                                       ("on", on, cpu_on, "<= 2.0")):
+        record(f"a 4 KiB replace over the socket, history {history}, {where} (p50)",
+               f"{ms(p50)} (daemon CPU {cpu_us:.0f} us)", baseline=bare_text,
+               ratio=p50 / bare, goal=goal)
+    record(f"the daemon's CPU per 4 KiB replace, history off, {where} (median)",
+           f"{cpu_off:.0f} us", goal="<= 400 us", met=cpu_off <= 400)
 
 
 # -- writes/s -------------------------------------------------------------------------
@@ -189,7 +197,7 @@ def _round(kind: str, target: str, clients: int, seconds: float) -> float:
     return total / seconds
 
 
-def bench_throughput(daemon: Daemon, meter: ProcessCpu, base: Path, rounds: int,
+def bench_throughput(daemon: Daemon, meter: ProcessCpu, base: Path, rounds: int, where: str,
                      seconds: float = 1.5) -> None:
     bare_dir = base / "bare-throughput"
     bare_dir.mkdir()
@@ -217,6 +225,13 @@ def bench_throughput(daemon: Daemon, meter: ProcessCpu, base: Path, rounds: int,
         if clients > 1:
             print("              goals at 32: history off >= 0.8x the bare loop, "
                   "history on >= 0.7x history off")
+        record(f"4 KiB writes/s, {label} on distinct files, history off, {where} (median)",
+               f"{off:,.0f}/s", baseline=f"the bare durable-write loop, {clients} "
+               f"thread{'s' if clients > 1 else ''}: {bare:,.0f}/s", ratio=off / bare,
+               goal=">= 0.8" if clients > 1 else "")
+        record(f"4 KiB writes/s, {label} on distinct files, history on, {where} (median)",
+               f"{on:,.0f}/s", baseline=f"history off: {off:,.0f}/s", ratio=on / off,
+               goal=">= 0.7" if clients > 1 else "")
 
 
 # -- the mixed workload ---------------------------------------------------------------
@@ -271,7 +286,7 @@ def _mixed_worker(socket: str, store: str, index: int, threads: int, seconds: fl
     results.put((latencies, errors))
 
 
-def bench_mixed(daemon: Daemon, meter: ProcessCpu, history: str) -> None:
+def bench_mixed(daemon: Daemon, meter: ProcessCpu, history: str, where: str) -> None:
     store = STORES[history]
     with connect_as(UID_A, daemon.socket) as client:  # every own file exists first
         for number in range(MIXED_CLIENTS):
@@ -310,6 +325,12 @@ def bench_mixed(daemon: Daemon, meter: ProcessCpu, history: str) -> None:
               for op, samples in sorted(by_op.items())))
     if errors:
         print(f"  first errors: {errors[:3]}")
+    rate = len(everything) / MIXED_SECONDS
+    record(f"{MIXED_CLIENTS} clients mixed (40% read, 20% stat, 20% replace, 15% append to a "
+           f"shared file, 5% list), history {history}, {where}",
+           f"{rate:,.0f} ops/s, p99 {p99:.1f} ms, {len(errors)} errors",
+           goal=">= 3,000 ops/s, p99 <= 50 ms, 0 errors" if history == "off" else "",
+           met=(rate >= 3000 and p99 <= 50 and not errors) if history == "off" else None)
 
 
 def _own_cpu_seconds() -> float:
@@ -334,7 +355,7 @@ def _filesystem(path: Path) -> str:
     return f"{kind} on {mount} ({options})"
 
 
-def run_on(base: Path, args: argparse.Namespace) -> None:
+def run_on(base: Path, args: argparse.Namespace, where: str) -> None:
     """Every row asked for, with a daemon whose root is in ``base`` and the bare
     baselines beside it (on the same file system)."""
     config = standard_config(base)
@@ -345,12 +366,12 @@ def run_on(base: Path, args: argparse.Namespace) -> None:
         meter = ProcessCpu(daemon.proc.pid, "memfs-bench-write")
         try:
             if args.only in (None, "replace"):
-                bench_replace(daemon, meter, base, args.replaces)
+                bench_replace(daemon, meter, base, args.replaces, where)
             if args.only in (None, "throughput"):
-                bench_throughput(daemon, meter, base, args.rounds)
+                bench_throughput(daemon, meter, base, args.rounds, where)
             if args.only in (None, "mixed"):
-                bench_mixed(daemon, meter, "off")
-                bench_mixed(daemon, meter, "on")
+                bench_mixed(daemon, meter, "off", where)
+                bench_mixed(daemon, meter, "on", where)
         finally:
             meter.close()
     print(f"file system: {_filesystem(base)}")
@@ -401,7 +422,8 @@ def main() -> None:
             base = Path(tempfile.mkdtemp(prefix="memfs-bench-write-", dir=place))
             base.chmod(0o755)
             try:
-                run_on(base, args)
+                run_on(base, args, "on " + (
+                    "a fresh ext4" if label.startswith("a fresh") else label))
             finally:
                 shutil.rmtree(base, ignore_errors=True)
     print(load.report(_own_cpu_seconds() - own_before))

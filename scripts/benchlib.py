@@ -1,19 +1,49 @@
 """What the benchmark scripts share: timing a call, medians and percentiles, two whole `memfs`
 commands timed side by side (interleaved, so both see the same machine), the CPU time a
 process and everything it starts uses (`ProcessCpu`) or the calling thread uses
-(`ThreadCpu`), and how busy the machine was meanwhile (`MachineLoad`)."""
+(`ThreadCpu`), how busy the machine was meanwhile (`MachineLoad`), and `record`: each
+headline figure as one JSON line for docs/speed.md (written by scripts/speed_page.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import resource
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
+
+RESULTS_VARIABLE = "MEMFS_BENCH_RESULTS"
+BOUND = re.compile(r"(<=|>=|<|>) ?([0-9.]+)x?")  # a bare bound of a ratio: "<= 1.5"
+
+
+def record(figure: str, memfs: str, *, baseline: str = "", ratio: float | None = None,
+           goal: str = "", met: bool | None = None) -> None:
+    """One headline figure, for the table of docs/speed.md: appended as a JSON line to
+    the file named by $MEMFS_BENCH_RESULTS (scripts/bench sets it; without it, nothing
+    happens: the human-readable lines printed beside stay the benchmark's output).
+    ``memfs``: memfs's figure with its unit; ``baseline``: what it is compared with and
+    that baseline's figure from the same run; ``ratio``: memfs / baseline; ``goal``: the
+    issues' goal, e.g. "<= 1.5" (of the ratio) or "p99 <= 100 ms"; ``met``: whether the
+    goal was met; when not given and ``goal`` is a bare bound ("<= 1.5", ">= 0.8x"), it
+    is the ratio's comparison with it."""
+    if met is None and ratio is not None and (bound := BOUND.fullmatch(goal.strip())):
+        limit = float(bound[2])
+        met = {"<=": ratio <= limit, ">=": ratio >= limit, "<": ratio < limit,
+               ">": ratio > limit}[bound[1]]
+    path = os.environ.get(RESULTS_VARIABLE)
+    if not path:
+        return
+    line = {"kind": "figure", "bench": Path(sys.argv[0]).stem, "figure": figure,
+            "memfs": memfs, "baseline": baseline, "ratio": ratio, "goal": goal, "met": met}
+    with open(path, "a") as results:
+        results.write(json.dumps(line) + "\n")
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -234,16 +264,16 @@ class MachineLoad:
 
     def __init__(self) -> None:
         self.started = time.monotonic()
-        self.loadavg = _loadavg()
-        self.busy = _busy_seconds()
+        self.loadavg = loadavg()
+        self.busy = busy_seconds()
 
     def report(self, ours: float | None = None) -> str:
         """One line; ``ours``: the CPU seconds the benchmark's own processes used
         meanwhile, to tell the others' share apart."""
         elapsed = time.monotonic() - self.started
-        busy = _busy_seconds() - self.busy
+        busy = busy_seconds() - self.busy
         line = (f"machine: {os.cpu_count()} CPUs; load average {self.loadavg} at the start, "
-                f"{_loadavg()} at the end; {busy / elapsed:.2f} CPUs busy over "
+                f"{loadavg()} at the end; {busy / elapsed:.2f} CPUs busy over "
                 f"{elapsed:.0f} s")
         if ours is not None:
             line += (f", of which this benchmark {ours / elapsed:.2f} and others "
@@ -251,11 +281,11 @@ class MachineLoad:
         return line
 
 
-def _loadavg() -> str:
+def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def _busy_seconds() -> float:
+def busy_seconds() -> float:
     """CPU seconds spent by all CPUs outside idle and iowait since boot."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + fields[4]

@@ -51,6 +51,7 @@ DOCUMENTS = (
     "docs/design/crash-safety.md",
     "docs/design/group-commit.md",
     "docs/design/recall.md",
+    "docs/design/speed-notes.md",
     "docs/speed.md",
 )
 
