@@ -434,8 +434,11 @@ class Client:
 
     def search(self, args: StrList, *, structured: bool = False) -> dict[str, Any]:
         """ripgrep with ``args``: its text (``output``), or with ``structured`` its
-        matches (``matches``: see jail/rg_json.py)."""
-        return self.call("search", args=[*args], format="json" if structured else "text")
+        matches (``matches``: see jail/rg_json.py). ``format`` is sent only when
+        structured: a daemon from before it answers the text form as ever."""
+        if structured:
+            return self.call("search", args=[*args], format="json")
+        return self.call("search", args=[*args])
 
     def recall(self, query: str, *, store: str | None = None, limit: int = 10,
                page: int = 1) -> dict[str, Any]:
