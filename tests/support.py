@@ -147,7 +147,9 @@ def named(uid: int) -> int:
     """``uid``, made a user of this machine if it is none yet (``memfs-test-UID``, with
     a group of the same id): a personal memory's owner must be one (fusermount3 mounts
     only for a user with a name). Kept for later runs; returns ``uid``."""
-    if not _has_user(uid):
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
         name = f"memfs-test-{uid}"
         account(["groupadd", "-f", "-g", str(uid), name], check=True)
         done = account(["useradd", "-u", str(uid), "-g", str(uid), "-M", "-N",
@@ -155,14 +157,6 @@ def named(uid: int) -> int:
         # "already exists": another process (a parallel test worker) made it meanwhile
         assert done.returncode == 0 or "already exists" in done.stderr, done.stderr
     return uid
-
-
-def _has_user(uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-    except KeyError:
-        return False
-    return True
 
 
 def account(argv: Sequence[str], *, check: bool = False) -> subprocess.CompletedProcess[str]:
