@@ -28,8 +28,9 @@ nearest it fused with the lexical ranking by reciprocal rank (`fuse`). Without a
 lexical.
 
 **Lexical.** BM25 over the fields (index.BOOSTS), with the proximity of the query's
-words, then pseudo-relevance feedback: the PRF_TERMS most telling words of the
-PRF_FILES best files are added to the query at PRF_WEIGHT and it is asked again.
+words and the acronyms it spells out that the index holds (text.acronyms), then
+pseudo-relevance feedback: the PRF_TERMS most telling words of the PRF_FILES best files are
+added to the query at PRF_WEIGHT and it is asked again.
 
 **Never stops the daemon.** A failure of the index (it cannot be opened, or fails in
 use) is logged and the index made anew and caught up with every store; queries
@@ -527,6 +528,7 @@ class Recall:
                 floor = DENSE_FLOOR_LONG if len(terms) >= LONG_QUERY else DENSE_FLOOR
                 dense_half = self._pool().submit(self._dense, self.model, index, query,
                                                  stores, max(DENSE_WINDOW, window), floor)
+            terms = terms + self._spelled(index, query, terms)
             lexical = [] if index is None else self._lexical(agent, index, terms, stores,
                                                              window)
             dense = [] if dense_half is None else dense_half.result()
@@ -579,6 +581,17 @@ class Recall:
             return first
         weights = {term: 1.0 for term in terms} | added
         return index.search(list(weights), stores, window, weights)
+
+    @staticmethod
+    def _spelled(index: RecallIndex | None, query: str, terms: list[str]) -> list[str]:
+        """The acronyms the query spells out (text.acronyms) that the index holds and
+        the query does not ask already: asked as words of the query."""
+        if index is None:
+            return []
+        spelled = [term for word in text.acronyms(query) for term in text.stems(word)
+                   if term not in terms]
+        held = index.rarity(spelled)
+        return [term for term in dict.fromkeys(spelled) if held.get(term, 0.0) > 0]
 
     def _feedback(self, agent: str, index: RecallIndex, terms: list[str],
                   best: list[Match]) -> dict[str, float]:

@@ -118,6 +118,24 @@ def query_terms(query: str) -> list[str]:
     return terms
 
 
+def acronyms(query: str) -> list[str]:
+    """The acronyms a query may spell out: the initials of each run of three or four
+    words in a row, none of them a stopword ("content delivery network" -> "cdn"), less
+    those that are stopwords themselves; in order, distinct. (Recall asks for the ones
+    the index holds: notes write "CDN" where a question says what it stands for.)"""
+    words = [word.lower() for word in re.findall(r"[^\W\d_]+", query)]
+    found: list[str] = []
+    for length in (3, 4):
+        for start in range(len(words) - length + 1):
+            run = words[start:start + length]
+            if any(word in STOPWORDS for word in run):
+                continue
+            spelled = "".join(word[0] for word in run)
+            if spelled not in STOPWORDS and spelled not in found:
+                found.append(spelled)
+    return found
+
+
 def best_lines(text: str, terms: list[str], count: int = 3) -> list[tuple[int, str]]:
     """The ``count`` lines of ``text`` holding the most distinct ``terms`` (ties: the
     earlier line), as (1-based line number, line without its "\r"), in file order;

@@ -91,6 +91,15 @@ def test_replaced_words_leave_the_index(daemon: Daemon) -> None:
         assert paths(alice.recall("marmots")) == ["notes/replace/a.md"]
 
 
+def test_a_question_that_spells_out_an_acronym_finds_it(daemon: Daemon) -> None:
+    with connect_as(UID_A, daemon.socket) as alice:
+        alice.write("notes/acro/purge.md", "# CDN purge\n\nPurge the CDN after a price change.\n")
+        found = alice.recall("clear cached pages at the content delivery network")
+        assert paths(found)[0] == "notes/acro/purge.md"  # it holds no word asked but "cdn"
+        assert found["terms"][-1] == "cdn" and "ccp" not in found["terms"]  # not held
+        assert found["hits"][0]["lines"][0] == {"line": 1, "text": "# CDN purge"}
+
+
 def test_only_the_stores_the_agent_may_read(daemon: Daemon) -> None:
     with connect_as(UID_A, daemon.socket) as alice, connect_as(UID_C, daemon.socket) as carol:
         alice.write("ops/hidden/wombat.md", "wombat runbook\n")

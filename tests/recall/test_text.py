@@ -1,12 +1,13 @@
 """Recall's words, daemon-free (memfs/recall/text.py): stemming and folding meet other
-word forms, stopwords leave a question's topic, titles and supersedes are read from
-front matter, headings and JSON, and best lines are numbered as memfs counts lines."""
+word forms, stopwords leave a question's topic, acronyms spelled out are seen, titles
+and supersedes are read from front matter, headings and JSON, and best lines are
+numbered as memfs counts lines."""
 
 from __future__ import annotations
 
 import pytest
 
-from memfs.recall.text import best_lines, fields_of, query_terms
+from memfs.recall.text import acronyms, best_lines, fields_of, query_terms
 
 
 def test_other_forms_meet() -> None:
@@ -51,3 +52,12 @@ def test_best_lines_are_numbered_as_memfs_counts_lines() -> None:
         (1, "# Retry queue"), (3, "the queue stopped")]
     assert best_lines(text, query_terms("absent"), count=2) == []
     assert best_lines("Café ouvert\n", query_terms("cafe")) == [(1, "Café ouvert")]
+
+
+def test_the_acronyms_a_query_spells_out() -> None:
+    assert acronyms("clear cached pages at the content delivery network") == ["ccp", "cdn"]
+    assert acronyms("Service-Level Agreement breach notice") == [
+        "sla", "lab", "abn", "slab", "labn"]
+    # a run with a stopword in it spells nothing; nor does one that spells a stopword
+    assert acronyms("how long are product prices cached") == ["ppc"]
+    assert acronyms("in time of nights") == [] and acronyms("idle total surge") == []
