@@ -339,7 +339,7 @@ class Daemon:
     def token(self, agent: str, *args: str) -> str:
         """A new bearer token for ``agent`` (``memfs token create`` as root)."""
         done = subprocess.run([*MEMFS, "--socket", str(self.socket), "token", "create", agent,
-                               *args], capture_output=True, cwd=REPO, timeout=60)
+                               *args], capture_output=True, cwd=REPO, timeout=scaled(60))
         assert done.returncode == 0, done.stderr
         return done.stdout.decode().strip()
 
@@ -350,7 +350,7 @@ class Daemon:
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
+        return self.proc.wait(scaled(timeout))
 
     def kill(self) -> None:
         assert self.proc is not None

@@ -24,7 +24,13 @@ import signal
 from pathlib import Path
 
 from memfs.config import Config
-from memfs.fuse.mount import MountError, detach, mount_type, prepare_mountpoint
+from memfs.fuse.mount import (
+    ATTACH_SECONDS,
+    MountError,
+    detach,
+    mount_type,
+    prepare_mountpoint,
+)
 from memfs.service_user import service_user
 
 _SYS_PIDFD_GETFD = 438  # the same number on every architecture
@@ -51,7 +57,8 @@ def _fuse_descriptor(pid: int) -> int:
             continue  # closed meanwhile
     if len(fds) != 1:
         raise AttachError(f"process {pid} has {len(fds)} descriptors open on /dev/fuse, not "
-                          "one: it is not a daemon started with `memfs serve --await-mount`")
+                          "one: it is not a daemon started with `memfs serve --await-mount`, "
+                          f"or it stopped waiting for its mount ({ATTACH_SECONDS:.0f} s)")
     return fds[0]
 
 

@@ -108,22 +108,23 @@ def test_the_service_mount_is_attached_from_outside(as_memfs: bool) -> None:
                 "--no-new-privs"]
     wrapper = ["unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", NAMESPACE,
                "sh", *user, PYTHON, str(SANDBOX), str(unit), "--"]
-    daemon = Daemon(config, await_mount=True, wrapper=wrapper).start()
+    daemon = Daemon(config, await_mount=True, wrapper=wrapper)
+    config_path = str(daemon.config_path)
+    # only root, and only for a daemon of the service user with a session to mount
+    # (asked before the daemon starts: it waits ATTACH_SECONDS for its attach, which
+    # three CLI runs under emulation can take)
+    refused = run_as(UID_A, [*MEMFS, "attach", "--config", config_path, "--pid",
+                             str(os.getpid())], cwd=REPO)
+    assert refused.returncode == 1 and b"must run as root" in refused.stderr, refused
+    refused_ = memfs_root("attach", "--config", config_path, "--pid", str(os.getpid()))
+    assert refused_.returncode == 1 and "does not run as the service user" in \
+        refused_.stderr, refused_.stderr
+    daemon.start()
     try:
         assert daemon.proc is not None
         pid = daemon.proc.pid
         assert os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
         assert mount_type(daemon.mountpoint) is None  # it mounts nothing itself
-        config_path = str(daemon.config_path)
-
-        # only root, and only for a daemon of the service user with a session to mount
-        refused = run_as(UID_A, [*MEMFS, "attach", "--config", config_path, "--pid", str(pid)],
-                         cwd=REPO)
-        assert refused.returncode == 1 and b"must run as root" in refused.stderr, refused
-        refused_ = memfs_root("attach", "--config", config_path, "--pid", str(os.getpid()))
-        assert refused_.returncode == 1 and "does not run as the service user" in \
-            refused_.stderr, refused_.stderr
-        assert mount_type(daemon.mountpoint) is None
 
         attached = memfs_root("attach", "--config", config_path, "--pid", str(pid))
         assert attached.returncode == 0, attached.stderr
