@@ -264,7 +264,7 @@ def test_freshness_under_16_writers(user: User, daemon: Daemon) -> None:
                                                for t, (k, n, _at) in slow])
         print(f"freshness p99 {worst * 1000:.1f} ms, median "
               f"{sorted(latencies)[len(latencies) // 2] * 1000:.1f} ms over {len(latencies)}")
-        assert worst < 0.1
+        assert worst < scaled(0.1)  # (MEMFS_TEST_SLOWDOWN: a machine that much slower)
 
 
 def wait_for(check: Any, seconds: float = 15.0) -> Any:

@@ -23,7 +23,7 @@ from tests.control.mcp.conftest import SETPRIV
 from tests.daemon.test_personal_user import User
 from tests.remote.conftest import RemoteMount, free_port
 from tests.remote.test_remote_mount import FRESHNESS, READ, p99, write_as
-from tests.support import UID_B, Daemon, public_tmpdir, standard_config
+from tests.support import UID_B, Daemon, public_tmpdir, scaled, standard_config
 
 _names = itertools.count()
 
@@ -114,7 +114,7 @@ def test_a_second_namespace_mounts_reads_and_a_lost_update_is_refused(
         assert not result["errors"], result["errors"]
         worst = p99(result["latencies"])
         print(f"freshness across namespaces (https): p99 {worst * 1000:.1f} ms")
-        assert worst < 0.1
+        assert worst < scaled(0.1)  # (MEMFS_TEST_SLOWDOWN: a machine that much slower)
     finally:
         if remote is not None:
             remote.stop()
