@@ -12,7 +12,7 @@ import pytest
 
 from memfs.control.client import Client, MemfsClientError
 from tests.memory.conftest import memory_config
-from tests.support import UID_A, UID_B, UID_C, Daemon, connect_as, public_tmpdir
+from tests.support import UID_A, UID_B, UID_C, Daemon, connect_as, public_tmpdir, scaled
 
 _ids = itertools.count()
 
@@ -122,7 +122,14 @@ def test_lease_table(team: Team, setup: Callable[[Team], str], actor: str, op: s
     assert call(client, op, task, **fields) == expected
     after = team.alice.call("task_show", store="team", task=task)
     if expected != "ok":
+        # (what is left of a lease is a countdown: the clock may tick between the two
+        # reads, a second or more on a slow machine; the lease's end is compared whole)
+        left_before, left_after = before.pop("lease_seconds_left", None), \
+            after.pop("lease_seconds_left", None)
         assert after == before, "a refused operation must change nothing"
+        assert (left_before is None) == (left_after is None)
+        if left_before is not None:
+            assert 0 <= left_before - left_after <= scaled(2)
 
 
 def test_errors_name_the_holder(team: Team) -> None:
