@@ -19,10 +19,11 @@ tables (scripts/bench_recall.py does too); tests/recall/test_quality.py asserts 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from memfs.config import parse_config
@@ -89,12 +90,11 @@ def score(rank: Ranker, asked: list[dict[str, object]]) -> Scores:
     return {"mrr": reciprocal / count, **{f"recall@{k}": within[k] / count for k in CUTOFFS}}
 
 
-def evaluate(sets: dict[str, Path] | None = None, model: str = "packaged",
-             ) -> dict[str, dict[str, Scores]]:
-    """{set: {"baseline": scores, "lexical": scores, "hybrid": scores}} for each set of
-    ``sets`` (default SETS); no "hybrid" when ``model`` is "none"."""
-    files = notes()
-    asked = {name: questions(path) for name, path in (sets or SETS).items()}
+@contextlib.contextmanager
+def planted(files: dict[str, str], model: str = "packaged") -> Iterator[Recall]:
+    """A real `Recall` (with ``model``) over a scratch root whose store STORE holds
+    ``files`` (by path below the store), readable by AGENT: planted in the backing
+    directory and indexed by the catch-up, as a daemon does at start."""
     base = public_tmpdir("memfs-recall-eval-")
     config = parse_config({
         "root": str(base / "root"), "mount": str(base / "memory"),
@@ -111,6 +111,20 @@ def evaluate(sets: dict[str, Path] | None = None, model: str = "packaged",
             (store / rel).write_text(body)
         recall.start()
         recall.reindex([STORE])
+        yield recall
+    finally:
+        recall.close()
+        engine.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def evaluate(sets: dict[str, Path] | None = None, model: str = "packaged",
+             ) -> dict[str, dict[str, Scores]]:
+    """{set: {"baseline": scores, "lexical": scores, "hybrid": scores}} for each set of
+    ``sets`` (default SETS); no "hybrid" when ``model`` is "none"."""
+    files = notes()
+    asked = {name: questions(path) for name, path in (sets or SETS).items()}
+    with planted(files, model) as recall:
 
         def ranker(hybrid: bool) -> Ranker:
             def rank(query: str) -> list[str]:
@@ -124,10 +138,6 @@ def evaluate(sets: dict[str, Path] | None = None, model: str = "packaged",
         return {name: {ranker_name: score(rank, set_questions)
                        for ranker_name, rank in rankers.items()}
                 for name, set_questions in asked.items()}
-    finally:
-        recall.close()
-        engine.close()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def table(scores: dict[str, dict[str, Scores]]) -> str:

@@ -7,17 +7,14 @@ recall is then lexical and says so once; per-agent visibility holds for the vect
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from memfs.config import parse_config
-from memfs.recall import Recall, embed
+from memfs.recall import embed
 from memfs.recall.index import IndexFailed, Match, sealed, unsealed
 from memfs.recall.service import (
     DENSE_FLOOR,
@@ -28,11 +25,10 @@ from memfs.recall.service import (
     SUPERSEDED_WEIGHT,
     fuse,
 )
-from memfs.store.engine import Engine
 from memfs.store.fs.paths import MemPath
-from tests.recall.evaluate import EVALSET
+from tests.recall.evaluate import AGENT, EVALSET, STORE, planted
 from tests.recall.test_index_recovery import caught_up, index_of
-from tests.support import UID_A, UID_C, Daemon, connect_as, public_tmpdir
+from tests.support import UID_A, UID_C, Daemon, connect_as
 
 NOTE = "notes/otp/sms-one-time-passwords.md"
 TEXT = ("# SMS one-time passwords\n\nOTPs were not delivered to phones: the carrier "
@@ -141,31 +137,6 @@ def test_a_model_that_fails_its_checksum_is_not_used(config: dict[str, Any],
     assert embed.Embedder(embed.model_file(str(copy))).dimensions == 384  # type: ignore[arg-type]
 
 
-@contextlib.contextmanager
-def recall_over(files: dict[str, str]) -> Iterator[Recall]:
-    """A real Recall with the packaged model over a scratch store holding ``files``
-    (planted, then caught up, as a daemon does at start)."""
-    base = public_tmpdir("memfs-recall-floor-")
-    engine = Engine.of(parse_config({
-        "root": str(base / "root"), "mount": str(base / "memory"),
-        "socket": str(base / "control.sock"), "recall": {"model": "packaged"},
-        "stores": {"team": {"history": False}},
-        "agents": {"reader": {"uid": 4242, "stores": {"team": "read"}}}}))
-    recall = Recall(engine)
-    try:
-        store = engine.store_dir("team")
-        for rel, body in files.items():
-            (store / rel).parent.mkdir(parents=True, exist_ok=True)
-            (store / rel).write_text(body)
-        recall.start()
-        recall.reindex(["team"])
-        yield recall
-    finally:
-        recall.close()
-        engine.close()
-        shutil.rmtree(base, ignore_errors=True)
-
-
 def test_the_floor_of_meaning_depends_on_the_length_of_the_question() -> None:
     """A question of several words finds the note it means below the short query's
     floor (this one scores about 0.22 with its note); a word alone does not bring in a
@@ -175,20 +146,20 @@ def test_the_floor_of_meaning_depends_on_the_length_of_the_question() -> None:
              "notes/lunch.md": OTHERS["notes/otp/lunch.md"],
              "notes/deploy.md": OTHERS["notes/otp/deploy.md"]}
     question = "accidentally deleted rows, get the database back to how it was an hour ago"
-    with recall_over(files) as recall:
+    with planted(files) as recall:
         model = recall.model
         assert model is not None
         index = recall._index
         assert index is not None
-        nearest = index.nearest(model.embed([question])[0], ["team"], 10)
+        nearest = index.nearest(model.embed([question])[0], [STORE], 10)
         cosine = {str(match.path): match.score for match in nearest}["team/notes/backups.md"]
         assert DENSE_FLOOR_LONG <= cosine < DENSE_FLOOR, cosine  # what the rule is for
-        assert not recall.search("reader", question, hybrid=False).hits  # no word shared
-        found = recall.search("reader", question)
+        assert not recall.search(AGENT, question, hybrid=False).hits  # no word shared
+        found = recall.search(AGENT, question)
         assert [hit.path for hit in found.hits][:1] == ["team/notes/backups.md"]
-        assert [hit.path for hit in recall.search("reader", "capybara").hits] == \
+        assert [hit.path for hit in recall.search(AGENT, "capybara").hits] == \
             ["team/notes/capybara.md"]
-        assert recall.search("reader", "ocelot").hits == []  # a word alone: floor 0.3
+        assert recall.search(AGENT, "ocelot").hits == []  # a word alone: floor 0.3
 
 
 def test_a_superseded_decision_is_marked_down_once() -> None:
