@@ -63,3 +63,18 @@ def test_its_closing_hint_names_the_driver_readme_names() -> None:
     assert len(hint) == 1 and "MEMFS_VAGRANT_DRIVER=qemu" in hint[0]
     doc = (REPO / "docs" / "operate" / "vagrant.md").read_text()
     assert "MEMFS_VAGRANT_DRIVER=qemu" in doc
+
+
+def test_it_refuses_a_debian_release_it_cannot_build() -> None:
+    """MEMFS_BOX_SUITE names the release (bookworm, or trixie for Debian 13); another
+    name is refused before anything is read or done, saying which are known."""
+    done = subprocess.run(["vagrant/build-box", "--packages"], cwd=REPO, capture_output=True,
+                          text=True, timeout=30, env={"PATH": "/usr/bin:/bin",
+                                                      "MEMFS_BOX_SUITE": "sid"})
+    assert done.returncode == 1 and done.stdout == ""
+    assert "MEMFS_BOX_SUITE must be bookworm (Debian 12) or trixie (Debian 13)" in done.stderr
+    for suite in ("bookworm", "trixie"):
+        known = subprocess.run(["vagrant/build-box", "--packages"], cwd=REPO,
+                               capture_output=True, text=True, timeout=30,
+                               env={"PATH": "/usr/bin:/bin", "MEMFS_BOX_SUITE": suite})
+        assert known.returncode == 0 and "fuse3" in known.stdout.split(), known.stderr
