@@ -65,16 +65,30 @@ def test_its_closing_hint_names_the_driver_readme_names() -> None:
     assert "MEMFS_VAGRANT_DRIVER=qemu" in doc
 
 
-def test_it_refuses_a_debian_release_it_cannot_build() -> None:
-    """MEMFS_BOX_SUITE names the release (bookworm, or trixie for Debian 13); another
-    name is refused before anything is read or done, saying which are known."""
+def test_it_refuses_a_release_it_cannot_build() -> None:
+    """MEMFS_BOX_SUITE names the release (bookworm, trixie for Debian 13, noble for
+    Ubuntu 24.04); another name is refused before anything is read or done, saying
+    which are known."""
     done = subprocess.run(["vagrant/build-box", "--packages"], cwd=REPO, capture_output=True,
                           text=True, timeout=30, env={"PATH": "/usr/bin:/bin",
                                                       "MEMFS_BOX_SUITE": "sid"})
     assert done.returncode == 1 and done.stdout == ""
-    assert "MEMFS_BOX_SUITE must be bookworm (Debian 12) or trixie (Debian 13)" in done.stderr
-    for suite in ("bookworm", "trixie"):
+    assert ("MEMFS_BOX_SUITE must be bookworm (Debian 12), trixie (Debian 13) or noble "
+            "(Ubuntu 24.04)") in done.stderr
+    for suite in ("bookworm", "trixie", "noble"):
         known = subprocess.run(["vagrant/build-box", "--packages"], cwd=REPO,
                                capture_output=True, text=True, timeout=30,
                                env={"PATH": "/usr/bin:/bin", "MEMFS_BOX_SUITE": suite})
         assert known.returncode == 0 and "fuse3" in known.stdout.split(), known.stderr
+
+
+def test_the_ubuntu_box_leaves_out_only_the_browser() -> None:
+    """Ubuntu 24.04 has no chromium or chromium-driver package (its chromium-browser is
+    a wrapper that installs the snap, which cannot work offline): the noble box gets
+    every other package."""
+    done = subprocess.run(["vagrant/build-box", "--packages"], cwd=REPO, capture_output=True,
+                          text=True, timeout=30, env={"PATH": "/usr/bin:/bin",
+                                                      "MEMFS_BOX_SUITE": "noble"})
+    assert done.returncode == 0, done.stderr
+    wanted = setup_packages() | {"npm"}
+    assert set(done.stdout.split()) == wanted - {"chromium", "chromium-driver"}
