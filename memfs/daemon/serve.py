@@ -100,6 +100,8 @@ def ensure_sed_root(sed_root: Path) -> None:
     done = subprocess.run([str(script), str(sed_root)], capture_output=True, text=True)
     if done.returncode != 0:
         raise MemfsError(f"building the sed jail failed: {done.stderr.strip()}")
+    if done.stderr.strip():  # built, with a note (unchecked: no user namespaces)
+        log.warning("%s", done.stderr.strip())
 
 
 def start_jail(config: Config, namespaces: Namespaces | None = None) -> Jail:

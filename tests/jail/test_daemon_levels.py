@@ -133,6 +133,8 @@ def test_without_unprivileged_user_namespaces_a_personal_memfs_says_what_to_enab
             agent.search(["alpha"])
         assert "apparmor" in refused.value.message.lower()
         assert agent.read_bytes("notes/a.md")[0] == b"alpha\n"
+        # it built the sed root all the same, unchecked (no chroot without namespaces)
+        assert "build-sed-jail: not checked" in daemon.log()
 
 
 def test_install_writes_an_apparmor_profile_allowing_user_namespaces(tmp_path: Path) -> None:

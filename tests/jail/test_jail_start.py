@@ -182,17 +182,22 @@ def test_close_removes_the_work_folder(
     assert list(work.iterdir()) == []
 
 
-NO_USER_NAMESPACES = r"""
-import errno, sys
+REFUSE_USER_NAMESPACES = r"""
+import errno, os, sys
 import pyseccomp as sc
-from memfs.jail import Jail, JailSettings, JailUnavailable
 
-# What systemd's RestrictNamespaces= does: user namespaces refused with EPERM.
+# What systemd's RestrictNamespaces= does: user namespaces refused with EPERM (for
+# this process and all it runs).
 f = sc.SyscallFilter(defaction=sc.ALLOW)
 f.add_rule(sc.ERRNO(errno.EPERM), "unshare", sc.Arg(0, sc.MASKED_EQ, 0x10000000, 0x10000000))
 f.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, 0x10000000, 0x10000000))
 f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
 f.load()
+"""
+
+NO_USER_NAMESPACES = REFUSE_USER_NAMESPACES + r"""
+from memfs.jail import Jail, JailSettings, JailUnavailable
+
 try:
     Jail.start(JailSettings(rg_path=sys.argv[1], sed_root=sys.argv[2])).close()
 except JailUnavailable as error:
@@ -214,6 +219,34 @@ def test_no_user_namespaces_say_what_to_enable(rg_path: Path, sed_root: Path) ->
     for hint in ("unprivileged user namespaces", "kernel.unprivileged_userns_clone",
                  "kernel.apparmor_restrict_unprivileged_userns", "RestrictNamespaces"):
         assert hint in run.stdout
+
+
+def test_a_normal_user_builds_the_sed_root_where_user_namespaces_are_refused(
+        tmp_path: Path) -> None:
+    """Where unprivileged user namespaces are refused (Ubuntu's AppArmor restriction;
+    here a seccomp filter), a normal user's build-sed-jail cannot chroot to check the
+    root: it builds it and says it is unchecked, rather than fail (a personal daemon
+    would not start); the jail's self-test runs sed there once they are allowed."""
+    uid, gid = service_ids()
+    base = work_parent()
+    dest = base / "sed-root"
+    run = subprocess.run(
+        [sys.executable, "-c",
+         REFUSE_USER_NAMESPACES + "os.execv(sys.argv[1], sys.argv[1:])", str(SCRIPT),
+         str(dest)],
+        capture_output=True, text=True, user=uid, group=gid, extra_groups=[], check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "not checked" in run.stderr and "user namespaces are refused" in run.stderr
+    assert (dest / "bin" / "sed").is_file()
+    assert {p.stat().st_uid for p in [dest, *dest.rglob("*")]} == {uid}
+    # as root, the same script checks the root it builds (chroot needs no namespace)
+    checked = subprocess.run(
+        [sys.executable, "-c",
+         REFUSE_USER_NAMESPACES + "os.execv(sys.argv[1], sys.argv[1:])", str(SCRIPT),
+         str(tmp_path / "sed-root")],
+        capture_output=True, text=True, check=False)
+    assert checked.returncode == 0 and "not checked" not in checked.stderr, checked.stderr
 
 
 UNPRIVILEGED_CALLER = r"""
