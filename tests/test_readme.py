@@ -251,6 +251,13 @@ for _ in $(seq {int(scaled(600))}); do
     kill -0 $daemon 2>/dev/null || {{ echo "the demo did not start"; exit 1; }}
     sleep 0.1
 done
+# A reader types the README's commands after reading the banner, by when the demo's
+# notes are indexed; under emulation that can take longer than a recall's own wait.
+for _ in $(seq {int(scaled(60))}); do
+    runuser -u {user.name} -- {REPO}/.venv/bin/memfs recall checkout 2>&1 \
+        | grep -q '^memfs: busy' || break
+    sleep 1
+done
 {user_shell(user, path, work)}
 kill -INT $daemon; wait $daemon
 """
