@@ -242,7 +242,10 @@ def tool_arguments(name: str, tool_name: str) -> type[BaseModel]:
         if field_name in RESERVED_FIELDS or field_name in tool.omit:
             continue
         if field_name in tool.optional:
-            kind: Any = Annotated.__class_getitem__((info.annotation, *info.metadata))  # type: ignore[attr-defined]
+            # the field's type with its constraints (Annotated[T, *metadata]); a tuple
+            # subscript, since Python 3.13's Annotated has no __class_getitem__
+            kind: Any = (Annotated[(info.annotation, *info.metadata)]
+                         if info.metadata else info.annotation)
             fields[field_name] = (kind | None, Field(
                 default=None, description=info.description,
                 json_schema_extra=info.json_schema_extra))
