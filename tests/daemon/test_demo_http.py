@@ -66,7 +66,7 @@ def printed_token(daemon: Daemon) -> str:
 
 
 def signed_in(daemon: Daemon, token: str) -> int:
-    with httpx.Client(base_url=daemon.http_url) as http:
+    with httpx.Client(base_url=daemon.http_url, timeout=scaled(60)) as http:
         return http.get("/v1/stores", headers={"Authorization": f"Bearer {token}"}).status_code
 
 

@@ -218,9 +218,10 @@ def test_a_personal_agents_token_acts_as_that_agent_over_http() -> None:
         headers = {"Authorization": f"Bearer {token}"}
         url = running.http_url
         put = httpx.put(f"{url}/v1/stores/notes/files/web.md", content=b"over http\n",
-                        headers=headers)
+                        headers=headers, timeout=scaled(60))
         assert put.status_code == 201, put.text
-        assert httpx.get(f"{url}/v1/whoami", headers=headers).json()["agent"] == "webby"
+        assert httpx.get(f"{url}/v1/whoami", headers=headers,
+                         timeout=scaled(60)).json()["agent"] == "webby"
         with connect_as(UID_A, running.socket, as_agent="cli-agent") as client:
             with pytest.raises(ConflictError) as refused:  # another agent: never read it
                 client.write("notes/web.md", "blind\n")

@@ -13,7 +13,16 @@ import pytest
 from memfs.control.client import Client
 from tests.daemon.test_personal import personal_config
 from tests.fuse.conftest import RG, digest, probe
-from tests.support import UID_A, UID_B, Daemon, connect_as, memfs_as, public_tmpdir, run_as
+from tests.support import (
+    UID_A,
+    UID_B,
+    Daemon,
+    connect_as,
+    memfs_as,
+    public_tmpdir,
+    run_as,
+    scaled,
+)
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +123,8 @@ def fuse_lookups(url: str, token: str) -> float:
     """memfs_fuse_requests_total{handler="lookup"} (the daemon's own count)."""
     import httpx
 
-    text = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"}).text
+    text = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"},
+                     timeout=scaled(60)).text
     for line in text.splitlines():
         if line.startswith('memfs_fuse_requests_total{handler="lookup"}'):
             return float(line.rsplit(" ", 1)[1])

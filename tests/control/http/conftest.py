@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.memory.conftest import memory_config
-from tests.support import Daemon, public_tmpdir
+from tests.support import Daemon, public_tmpdir, scaled
 
 
 def http_config(prefix: str = "memfs-http-", **http: Any) -> dict[str, Any]:
@@ -22,7 +22,7 @@ def http_config(prefix: str = "memfs-http-", **http: Any) -> dict[str, Any]:
 
 def client(daemon: Daemon, token: str | None) -> httpx.Client:
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    return httpx.Client(base_url=daemon.http_url, headers=headers, timeout=60)
+    return httpx.Client(base_url=daemon.http_url, headers=headers, timeout=scaled(60))
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -231,6 +232,7 @@ def test_allowed_origins_and_a_quiet_log() -> None:
         answered = post_mcp(running, token, host="app.example.org",
                             Origin="https://app.example.org")
         assert answered.status_code == 200, answered.text
+        started = time.monotonic()
         problem(post_mcp(running, token, Origin="https://app.example.org:8443"), 403,
                 "permission_denied")
         problem(post_mcp(running, token, Origin="http://app.example.org"), 403,
@@ -239,7 +241,9 @@ def test_allowed_origins_and_a_quiet_log() -> None:
         for _ in range(refusals):
             problem(post_mcp(running, None, Origin="https://evil.example"), 403,
                     "permission_denied")
+        took = time.monotonic() - started
         log = running.log()
     lines = [line for line in log.splitlines() if "refused a request to /mcp" in line]
-    assert 1 <= len(lines) < refusals / 10, lines
+    # One line, then one more per 10 s the refusals went on (a slow machine's many).
+    assert 1 <= len(lines) <= 1 + took // 10, (took, lines)
     assert "transport_security" not in log and "Invalid Origin" not in log

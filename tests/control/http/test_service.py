@@ -17,11 +17,20 @@ import pytest
 
 from memfs.daemon.sdnotify import notify
 from tests.control.http.conftest import http_config
-from tests.support import MEMFS, REPO, UID_A, Daemon, connect_as, dump_toml, run_as
+from tests.support import (
+    MEMFS,
+    REPO,
+    UID_A,
+    Daemon,
+    connect_as,
+    dump_toml,
+    run_as,
+    scaled,
+)
 
 
 def receive(listener: socket.socket, timeout: float = 60.0) -> str:
-    listener.settimeout(timeout)
+    listener.settimeout(scaled(timeout))
     return listener.recv(4096).decode()
 
 
@@ -47,7 +56,7 @@ def test_ready_after_everything_is_up_then_stopping(tmp_path: Path) -> None:
             assert listed.returncode == 0 and b"notes" in listed.stdout.split(), listed
             shown = run_as(UID_A, ["cat", f"{daemon.mountpoint}/notes/ready.md"])
             assert shown.stdout == b"up\n"
-            assert httpx.get(f"{daemon.http_url}/healthz", timeout=30).status_code == 200
+            assert httpx.get(f"{daemon.http_url}/healthz", timeout=scaled(30)).status_code == 200
             daemon.proc.terminate()
             assert receive(listener) == "STOPPING=1"
             assert daemon.proc.wait(60) == 0
@@ -79,7 +88,7 @@ def test_non_loopback_without_tls_is_refused_at_start(tmp_path: Path) -> None:
     path = Path(config["socket"]).with_suffix(".toml")
     path.write_text(dump_toml(config))
     done = subprocess.run([*MEMFS, "serve", "--config", str(path), "--no-mount"],
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
+                          capture_output=True, text=True, cwd=REPO, timeout=scaled(60))
     assert done.returncode == 2
     assert "not a loopback address" in done.stderr and "tls_cert" in done.stderr
     assert not Path(config["socket"]).exists()
@@ -93,17 +102,18 @@ def test_tls_listener(tmp_path: Path) -> None:
     subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
                     "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True,
-                   timeout=120)
+                   timeout=scaled(120))
     config = http_config("memfs-http-tls-", tls_cert=str(cert), tls_key=str(key))
     with Daemon(config) as daemon:
         assert daemon.http_url.startswith("https://")
         token = daemon.token("alice")
         trusted = ssl.create_default_context(cafile=str(cert))
-        with httpx.Client(base_url=daemon.http_url, verify=trusted, timeout=60,
+        with httpx.Client(base_url=daemon.http_url, verify=trusted, timeout=scaled(60),
                           headers={"Authorization": f"Bearer {token}"}) as https:
             assert https.get("/v1/stores").json()["agent"] == "alice"
         with pytest.raises(httpx.HTTPError):  # plain HTTP is not served there
-            httpx.get(daemon.http_url.replace("https://", "http://") + "/healthz", timeout=10)
+            httpx.get(daemon.http_url.replace("https://", "http://") + "/healthz",
+                      timeout=scaled(10))
 
 
 def test_unreadable_certificate_or_busy_port_is_refused_at_start(tmp_path: Path) -> None:
@@ -122,7 +132,7 @@ def test_unreadable_certificate_or_busy_port_is_refused_at_start(tmp_path: Path)
             path = Path(config["socket"]).with_suffix(".toml")
             path.write_text(dump_toml(config))
             done = subprocess.run([*MEMFS, "serve", "--config", str(path), "--no-mount"],
-                                  capture_output=True, text=True, cwd=REPO, timeout=120)
+                                  capture_output=True, text=True, cwd=REPO, timeout=scaled(120))
             assert done.returncode == 1 and message in done.stderr, done.stderr
             assert not Path(config["socket"]).exists()
     finally:
