@@ -59,7 +59,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.memory.conftest import memory_config  # noqa: E402
 from tests.store.mirror.remotes import bare_repository  # noqa: E402
-from tests.support import UID_A, Daemon, connect_as, public_tmpdir  # noqa: E402
+from tests.support import UID_A, Daemon, connect_as, public_tmpdir, scaled  # noqa: E402
 
 ST = REPO / ".venv-schemathesis" / "bin" / "st"
 FILES = ["notes/a.md", "notes/docs/b.md", "notes/日本語.md", "ops/c.txt"]
@@ -226,6 +226,9 @@ def main() -> int:
                        "--generation-database", "none",
                        "--max-examples", str(args.max_examples),
                        "--max-time", str(max(1, round(seconds))), "--workers", "1",
+                       # st's 10 s per request, stretched like the suite's waits (a
+                       # reindex under emulation takes longer)
+                       "--request-timeout", str(scaled(10)),
                        "--header", f"Authorization: Bearer {token}",
                        "--output-truncate", "true",
                        "--report-dir", str(Path(work) / "report"), *extra]

@@ -136,6 +136,17 @@ def test_the_link_check_can_fail() -> None:
 
 # -- running them -----------------------------------------------------------------------------
 
+# Before a command that asks recall, the script waits as a reader who was told "busy:
+# ... retry shortly" would: until the changes before it are indexed. On a fast machine
+# the first probe answers; under emulation indexing a few changes outlasts a recall's
+# own wait (30 s).
+RECALL_ASKED = re.compile(r"\bmemfs recall\b|/v1/search\b")
+CAUGHT_UP = f"""for _ in $(seq {int(scaled(60))}); do
+    memfs recall memfs 2>&1 | grep -q '^memfs: busy' || break
+    sleep 1
+done"""
+
+
 def script(commands: list[Command], results: Path) -> str:
     """A bash script running ``commands`` in order in one shell (variables carry over),
     each one's output to ``results/N.out`` and its status to ``results/N.rc``."""
@@ -143,6 +154,8 @@ def script(commands: list[Command], results: Path) -> str:
     for index, cmd in enumerate(commands):
         out = shlex.quote(str(results / f"{index}.out"))
         rc = shlex.quote(str(results / f"{index}.rc"))
+        if RECALL_ASKED.search(cmd.text):
+            lines.append(CAUGHT_UP)
         lines.append(f"{{\n{cmd.text}\n}} >{out} 2>&1 </dev/null; echo $? >{rc}")
     return "\n".join(lines) + "\n"
 
@@ -250,13 +263,6 @@ for _ in $(seq {int(scaled(600))}); do
     grep -q 'Stop with Ctrl-C' {log} && break
     kill -0 $daemon 2>/dev/null || {{ echo "the demo did not start"; exit 1; }}
     sleep 0.1
-done
-# A reader types the README's commands after reading the banner, by when the demo's
-# notes are indexed; under emulation that can take longer than a recall's own wait.
-for _ in $(seq {int(scaled(60))}); do
-    runuser -u {user.name} -- {REPO}/.venv/bin/memfs recall checkout 2>&1 \
-        | grep -q '^memfs: busy' || break
-    sleep 1
 done
 {user_shell(user, path, work)}
 kill -INT $daemon; wait $daemon
