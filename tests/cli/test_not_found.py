@@ -8,19 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
-from tests.support import (
-    UID_A,
-    UID_C,
-    Daemon,
-    connect_as,
-    memfs_as,
-    public_tmpdir,
-    scaled,
-    standard_config,
-)
+from tests.control.http.conftest import client
+from tests.support import UID_A, UID_C, Daemon, connect_as, memfs_as, public_tmpdir, standard_config
 
 NO_NOTS = 'not found: no store named "nots" (did you mean "notes"?)'
 NO_TOW = 'not found: notes/one/tow.md does not exist (did you mean "notes/one/two.md"?)'
@@ -89,8 +80,7 @@ def test_what_exists_is_found(daemon: Daemon) -> None:
 
 def test_over_http_too(daemon: Daemon) -> None:
     token = daemon.token("alice")
-    with httpx.Client(base_url=daemon.http_url, timeout=scaled(60),
-                      headers={"Authorization": f"Bearer {token}"}) as http:
+    with client(daemon, token) as http:
         for url, near in [("/v1/stores/notes/files/one/tow.md", ["notes/one/two.md"]),
                           ("/v1/stores/nots/files/one/two.md", ["notes"]),
                           ("/v1/stores/secret/files/a.md", None)]:

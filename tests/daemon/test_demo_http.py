@@ -12,11 +12,11 @@ import subprocess
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from memfs.daemon.demo import DEMO_LISTEN, demo_banner, demo_config, demo_token
 from memfs.tokens import Tokens
+from tests.control.http.conftest import client
 from tests.support import MEMFS, REPO, Daemon, daemon_ids, scaled
 
 
@@ -66,8 +66,8 @@ def printed_token(daemon: Daemon) -> str:
 
 
 def signed_in(daemon: Daemon, token: str) -> int:
-    with httpx.Client(base_url=daemon.http_url, timeout=scaled(60)) as http:
-        return http.get("/v1/stores", headers={"Authorization": f"Bearer {token}"}).status_code
+    with client(daemon, token) as http:
+        return http.get("/v1/stores").status_code
 
 
 def test_a_second_demo_or_a_restart_keeps_the_token(base: Path) -> None:

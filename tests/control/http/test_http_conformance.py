@@ -11,8 +11,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.control.http.conftest import problem
-from tests.support import Daemon, scaled
+from tests.control.http.conftest import client, problem
+from tests.support import Daemon
 
 F = "/v1/stores/notes/files"
 
@@ -47,7 +47,7 @@ def test_head_has_the_headers_of_get(alice: httpx.Client) -> None:
 
 
 def test_ui_without_its_slash_is_hardened_too(daemon: Daemon) -> None:
-    with httpx.Client(base_url=daemon.http_url, timeout=scaled(60)) as anonymous:
+    with client(daemon, None) as anonymous:
         redirect = anonymous.get("/ui")
         page = anonymous.get("/ui/login")
     assert redirect.status_code == 308 and redirect.headers["location"] == "/ui/"

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from memfs.control.client import ConflictError
 from tests.control.http.conftest import client, http_config, problem
-from tests.support import UID_A, UID_B, Daemon, connect_as, run_as, scaled
+from tests.support import UID_A, UID_B, Daemon, connect_as, run_as
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -34,7 +34,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 
 def test_metrics_need_a_token(daemon: Daemon) -> None:
-    with httpx.Client(base_url=daemon.http_url, timeout=scaled(60)) as anonymous:
+    with client(daemon, None) as anonymous:
         problem(anonymous.get("/metrics"), 401, "unauthenticated")
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import blake3
 import httpx
 
-from tests.control.http.conftest import problem
-from tests.support import UID_A, UID_B, Daemon, connect_as, scaled
+from tests.control.http.conftest import client, problem
+from tests.support import UID_A, UID_B, Daemon, connect_as
 
 F = "/v1/stores/notes/files"
 
@@ -26,7 +26,7 @@ def backing(daemon: Daemon, rel: str) -> Path:
 
 
 def test_healthz_and_openapi_need_no_token(daemon: Daemon) -> None:
-    with httpx.Client(base_url=daemon.http_url, timeout=scaled(60)) as anonymous:
+    with client(daemon, None) as anonymous:
         assert anonymous.get("/healthz").json() == {"status": "ok"}
         spec = anonymous.get("/v1/openapi.json").json()
     assert spec["openapi"].startswith("3.")

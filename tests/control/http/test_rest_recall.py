@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import httpx
 
-from tests.control.http.conftest import problem
-from tests.support import Daemon, scaled
+from tests.control.http.conftest import client, problem
+from tests.support import Daemon
 
 F = "/v1/stores/{store}/files/{path}"
 
@@ -61,7 +61,7 @@ def test_reindex_and_the_openapi_document(daemon: Daemon, alice: httpx.Client) -
     rebuilt = alice.post("/v1/reindex", json={"store": "notes"})
     assert rebuilt.status_code == 200 and "notes" in rebuilt.json()["indexed"]
     problem(alice.post("/v1/reindex", json={"store": "nosuchstore"}), 404, "not_found")
-    with httpx.Client(base_url=daemon.http_url, timeout=scaled(60)) as anonymous:
+    with client(daemon, None) as anonymous:
         spec = anonymous.get("/v1/openapi.json").json()
     search = spec["paths"]["/v1/search"]["get"]
     (query,) = search["parameters"]  # pattern, arg or q: one form-exploded object
